@@ -1,0 +1,360 @@
+"""The adapter protocol: everything resumefuzz asks of a framework adapter, in one file.
+
+An *adapter* drives one real framework (LangGraph, CrewAI, ...) through the operations of
+CONTRACT.md section 2 and reads back what its store holds.  The fuzz engine (``fuzz/``) talks to
+adapters only through the names defined here, the way pytest talks to plugins only through
+``hookspec.py``.  An adapter imports this module, ``refmodel`` (the contract's vocabulary, which
+this module re-exports) and its framework; never another adapter, never ``fuzz`` internals.
+
+Life cycle, and the process each call runs in::
+
+    parent (imported the framework once)        worker processes (forked from the parent)
+    ------------------------------------        --------------------------------------------
+    adapter = MyAdapter()
+    adapter.environment()   -> os.environ       (telemetry off *before* the framework imports)
+    adapter.prepare()       imports framework
+    adapter.variants(), .capabilities(v),
+    .deviations(v), .versions()
+                                               case = adapter.open(variant, workflow, workdir)
+                                               case.run(op, hooks) / case.query(thread) /
+                                               case.tamper(thread, how) / case.clone_store(dst)
+                                               case.close()
+
+A worker may be replaced between any two operations of a case (a ``sigkill`` crash point kills
+it; the next operation runs in a fresh worker that calls ``open`` again on the same ``workdir``).
+So **everything an adapter must remember across operations lives in ``workdir``**: the store, and
+any mapping from harness thread names to framework ids (``SideTable`` below does that atomically).
+Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
+threads on first use, and a parent with threads cannot fork safely.
+
+Third-party adapters plug in by dotted path: ``resumefuzz fuzz mypkg.mod:MyAdapter``.
+``docs/adapters.md`` has a complete minimal example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refmodel import (  # re-exported: the vocabulary of the protocol
+    CRASH_KINDS,
+    PHASES,
+    TAMPER_HOWS,
+    CrashAt,
+    Durable,
+    Fork,
+    Op,
+    Query,
+    Race,
+    Recover,
+    Resume,
+    Start,
+    StateView,
+    Tamper,
+    TwinRecover,
+    Workflow,
+    forge,
+)
+
+#: Every operation name an adapter may declare (CONTRACT.md section 2).
+OPERATIONS = ("start", "resume", "recover", "fork", "query", "tamper", "race", "twin_recover")
+
+
+# =================================================================================================
+# Declarations: what an adapter can express, which variants it has, what it documents as weaker.
+# =================================================================================================
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One way users deploy the framework: a backend, an API style, a durability mode, a spelling.
+
+    ``name`` is what users pass to ``--variant`` (``"sqlite-graph-sync-head"``); ``options`` holds
+    the axes it fixes (``{"saver": "sqlite", "api": "graph", "durability": "sync",
+    "resume": "head", "fork": "update_state"}``) so reports and the matrix can show them.
+    Each documented spelling of resume or fork is a variant of its own, never a hidden choice.
+    """
+
+    name: str
+    description: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """Which operations and crash points a variant can express.
+
+    Everything not declared is reported ``n/a`` with the reason from ``not_expressible``
+    (operation name -> why), never generated and never counted as passed.
+
+    ``intents`` declares the fork/retry discriminator (property FI): for each of ``"resume"``
+    and ``"fork"``, the intent the spelling carries, ``"RETRY"`` / ``"FORK"``, or
+    ``"indistinguishable"`` when the API cannot tell them apart.
+    """
+
+    operations: frozenset = frozenset(OPERATIONS)
+    crash_kinds: frozenset = frozenset(CRASH_KINDS)
+    crash_phases: frozenset = frozenset(PHASES)
+    tamper_hows: frozenset = frozenset(TAMPER_HOWS)
+    bad_output: bool = True  # can a task return a value outside the state schema?
+    forced_race: bool = False  # can the store hold racers' writes until all have read?
+    max_racers: int = 3
+    not_expressible: Mapping[str, str] = field(default_factory=dict)
+    intents: Mapping[str, str] = field(
+        default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Deviation:
+    """A weaker semantics the framework *documents*: a finding of ``category`` that the
+    weakening explains gets verdict ``D`` instead of ``✗``.
+
+    ``citation`` names the document and the passage (a URL, or a file and line of the
+    framework's own source or docs, at the pinned version); ``scope`` says which findings it
+    covers, in words a reader can check against the shrunk trace.
+    """
+
+    category: str
+    citation: str
+    scope: str
+
+
+# =================================================================================================
+# What the engine hands to a running operation.
+# =================================================================================================
+
+
+class CrashInjected(Exception):
+    """Raised inside a task by ``Hooks`` at an ``exception``-kind crash point.
+
+    Let it propagate: the engine reports ``crashed`` when this exception is anywhere in the
+    chain (``__cause__`` / ``__context__``) of what ``Case.run`` raised, ``rejected`` otherwise.
+    """
+
+
+class Unreadable(Exception):
+    """Raised by ``Case.query`` when the store holds something the framework cannot decode."""
+
+
+class Hooks:
+    """Callbacks the engine passes to ``Case.run``; an adapter's task bodies call them.
+
+    Write every task body of the built workflow as::
+
+        def task_body(t):
+            hooks.task_begins(t)            # first line, on every execution (re-runs too)
+            value = <the gate's resume value> if t is a gate else None
+            hooks.effect(t, value)          # the task's one external effect
+            return hooks.output(t, value)   # what the task writes into the workflow state
+
+    ``task_begins`` is where ``before_effect`` crash points fire (and ``after_commit`` of the
+    task that completed before it); ``effect`` writes one ledger row and is where ``in_flight``
+    fires.  When ``run`` returns, the engine fires ``after_commit`` of the last task itself.
+    ``output`` returns ``t`` normally, and a value outside the state schema when the op carries
+    ``BadOutput(t)``; an adapter whose state is typed may build its own out-of-schema value
+    instead, after asking ``wants_bad_output(t)``.
+    """
+
+    def task_begins(self, task: int) -> None:  # pragma: no cover - the engine implements these
+        raise NotImplementedError
+
+    def effect(self, task: int, value: str | None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def wants_bad_output(self, task: int) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def output(self, task: int, value: str | None):
+        """``t`` normally; ``"<bad>"`` (a string where the schema has an int) for BadOutput(t)."""
+        return "<bad>" if self.wants_bad_output(task) else task
+
+    def race_ready(self) -> None:
+        """In a forced race, call once the pending interrupt has been *read* and before anything
+        is *written*; it blocks until every racer has read.  A no-op outside forced races."""
+
+
+# =================================================================================================
+# The two classes an adapter implements.
+# =================================================================================================
+
+
+class Case:
+    """One test case: one fresh store in ``workdir``, opened in a worker process.
+
+    ``open`` (on the adapter) builds the framework objects for ``workflow``: tasks ``1..n``
+    in order, gates at ``workflow.gates``, every task body written as shown on ``Hooks``.
+    """
+
+    def run(self, op: Op, hooks: Hooks) -> str:
+        """Apply one executing operation (``Start``, ``Resume``, ``Recover``, ``Fork``).
+
+        Returns ``"interrupted"`` (a gate is pending) or ``"completed"`` (the run finished, or
+        the call was a no-op on a finished run).  Raise to report a loud refusal (``rejected``);
+        let ``CrashInjected`` propagate (``crashed``).  The engine reads effects from its ledger
+        and the state with ``query`` afterwards: return nothing else.
+
+        ``Fork(thread, gate, value, new_thread)``: resume the checkpoint at which ``gate`` was
+        pending in ``thread`` as the new branch ``new_thread``, answering ``value``; effects in
+        it are labelled ``new_thread`` by the engine.  ``Race`` is not passed here: the engine
+        runs a race as k concurrent ``Resume`` ops on k workers sharing this ``workdir``.
+        ``Recover`` after a crash re-issues the run's original input where the framework needs
+        it (documented per adapter).
+        """
+        raise NotImplementedError
+
+    def query(self, thread: str) -> StateView:
+        """Read ``thread``'s persisted state from the store **without running anything**.
+
+        Report what is stored, even when it breaks the schema (``StateView.of(workflow, done,
+        answers, pending)`` derives the status).  A thread with nothing stored reads as status
+        ``new``.  Raise ``Unreadable`` when the framework cannot decode the store.
+        """
+        raise NotImplementedError
+
+    def tamper(self, thread: str, how: str) -> None:
+        """Alter ``thread``'s latest persisted checkpoint in the store, directly (not via the API).
+
+        ``corrupt``: bytes that do not decode.  ``invalid``: decodes, breaks the state schema
+        (an answer outside ``workflow.values``, an unknown task).  ``forged``: well-formed and
+        schema-valid, not a state this run produced: write ``forge(workflow, durable)``'s content.
+        """
+        raise NotImplementedError
+
+    def clone_store(self, dest: Path) -> None:
+        """Copy the store byte for byte into the empty directory ``dest`` (for ``twin_recover``).
+
+        The engine then opens a second case on ``dest`` in another worker and recovers both.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections and files.  May not be called if the worker is killed."""
+
+
+class Adapter:
+    """A framework adapter: declarations (called in the parent) and ``open`` (in workers).
+
+    Subclass it or implement the same methods; ``name`` is the target name users type.
+    """
+
+    name: str = ""
+
+    def environment(self) -> Mapping[str, str]:
+        """Environment variables to set before the framework is imported: telemetry, tracing
+        and version checks off; data directories inside the case's temporary directory."""
+        return {}
+
+    def prepare(self) -> None:
+        """Import the framework (once, in the parent, before any worker is forked).
+
+        Raise ``ImportError`` with an install hint if the framework is missing; the engine turns
+        it into a one-line error (exit 2), never a silent skip.
+        """
+
+    def versions(self) -> Mapping[str, str]:
+        """Distribution name -> installed version, for every package whose behaviour matters."""
+        return {}
+
+    def variants(self) -> Sequence[Variant]:
+        raise NotImplementedError
+
+    def capabilities(self, variant: Variant) -> Capabilities:
+        return Capabilities()
+
+    def deviations(self, variant: Variant) -> Sequence[Deviation]:
+        return ()
+
+    def open(self, variant: Variant, workflow: Workflow, workdir: Path) -> Case:
+        """Open (or re-open, after a killed worker) the case whose store lives in ``workdir``."""
+        raise NotImplementedError
+
+    def cleanup(self, variant: Variant, workdir: Path) -> None:
+        """Release what a case stored outside ``workdir`` (a PostgreSQL database, say).
+
+        Called by the engine in a short-lived worker after the case ends, also when the case's
+        worker was killed and never reached ``Case.close``.  Must be idempotent."""
+
+    def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
+        """A standalone Python script, using the framework's API alone (no resumefuzz import),
+        that replays ``ops`` and prints what happens: the shrink report embeds it, fit to paste
+        into the framework's issue tracker.  ``None`` if the adapter cannot write one."""
+        return None
+
+
+# =================================================================================================
+# Helpers for adapter authors.
+# =================================================================================================
+
+
+class SideTable:
+    """A small JSON mapping in ``workdir`` (thread name -> framework ids), written atomically,
+    so that it survives a worker killed between two operations."""
+
+    def __init__(self, workdir: Path, name: str = "sidetable.json"):
+        self.path = Path(workdir) / name
+
+    def load(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+
+    def get(self, key: str, default=None):
+        return self.load().get(key, default)
+
+    def set(self, key: str, value) -> None:
+        data = self.load()
+        data[key] = value
+        atomic_write_text(self.path, json.dumps(data, sort_keys=True))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+__all__ = [
+    "OPERATIONS",
+    "Adapter",
+    "Capabilities",
+    "Case",
+    "CrashAt",
+    "CrashInjected",
+    "Deviation",
+    "Durable",
+    "Fork",
+    "Hooks",
+    "Op",
+    "Query",
+    "Race",
+    "Recover",
+    "Resume",
+    "SideTable",
+    "Start",
+    "StateView",
+    "Tamper",
+    "TwinRecover",
+    "Unreadable",
+    "Variant",
+    "Workflow",
+    "atomic_write_text",
+    "forge",
+]

@@ -1,0 +1,204 @@
+"""The built-in targets ``reference`` and ``mutant:<Category>``: the refmodel as a tiny framework.
+
+The fuzzer's self-test needs a target whose right answer is known, run through exactly the worker,
+barrier and ledger machinery a real framework goes through.  This one executes the refmodel's own
+runs (``refmodel.run.execute``) against a real store on disk (``store.py``): effects fire through
+the hooks, checkpoints are JSON files written atomically, a SIGKILL leaves a lock file behind, a
+race is settled by an ``O_EXCL`` claim file.  A mutant flips one switch, in the store or the run,
+so that it is wrong in exactly the way its category names.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from adapters.protocol import (
+    Adapter,
+    Capabilities,
+    Case,
+    Durable,
+    Fork,
+    Recover,
+    Resume,
+    Start,
+    StateView,
+    Variant,
+    Workflow,
+    atomic_write_text,
+    forge,
+)
+
+from refmodel.run import rewind
+
+from .store import Refused, Store
+
+DEFAULT = Variant("default", "the refmodel on a JSON-file store", {"store": "json-files"})
+
+
+class ReferenceAdapter(Adapter):
+    """``ReferenceAdapter()`` is the reference; ``ReferenceAdapter("Replay")`` its Replay mutant."""
+
+    def __init__(self, mutant: str | None = None):
+        from refmodel import MUTANTS
+
+        if mutant is not None and mutant not in MUTANTS:
+            raise ValueError(f"unknown mutant {mutant!r}; expected one of {', '.join(MUTANTS)}")
+        self.mutant = mutant
+        self.name = f"mutant:{mutant}" if mutant else "reference"
+
+    def versions(self):
+        return {"resumefuzz-reference": "1"}
+
+    def variants(self):
+        return [DEFAULT]
+
+    def capabilities(self, variant):
+        return Capabilities(forced_race=True)
+
+    def open(self, variant, workflow, workdir):
+        return ReferenceCase(workflow, Path(workdir), self.mutant)
+
+    def repro_script(self, variant, workflow, ops):
+        steps = "\n".join(f"    {op.to_json()!r}," for op in ops)
+        return f'''"""Replay on the resumefuzz refmodel (the reference has no other API)."""
+from refmodel import Model, Workflow, World, op_from_json
+
+workflow = Workflow({workflow.n}, {set(workflow.gates) or "set()"}, {workflow.values!r})
+model = Model(workflow, {self.mutant!r})
+world = World()
+for doc in [
+{steps}
+]:
+    observation, world = model.step(world, op_from_json(doc))[0]
+    print(doc["op"], observation.to_json())
+'''
+
+
+class ReferenceCase(Case):
+    def __init__(self, workflow: Workflow, workdir: Path, mutant: str | None):
+        self.workflow, self.workdir, self.mutant = workflow, workdir, mutant
+        self.store = Store(workdir, workflow)
+
+    # -- executing ops ------------------------------------------------------------------------
+    def run(self, op, hooks) -> str:
+        from refmodel.run import Commit, Effect, Interrupt, execute
+        from refmodel.run import BadOutput as Bad
+        from refmodel.run import Begin
+
+        branch = op.new_thread if isinstance(op, Fork) else op.thread
+        stuck = self.mutant == "Stuck" and isinstance(op, Recover)
+        self.store.lock(branch, break_stale=not stuck)
+        trusting = self.mutant == "InvalidPersist"
+        try:
+            durable, seq, answer, claim = self._plan(op, trusting, hooks)
+            bad = next((t for t in range(1, self.workflow.n + 1) if hooks.wants_bad_output(t)), None)
+            events = execute(
+                self.workflow, durable, answer=answer, bad_output=bad,
+                persist_bad=trusting, misrecord_answers=self.mutant == "StateMismatch",
+                replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
+            )
+            for event in events:
+                if isinstance(event, Begin):
+                    hooks.task_begins(event.task)
+                elif isinstance(event, Effect):
+                    hooks.effect(event.task, event.value)
+                elif isinstance(event, Commit | Interrupt):
+                    seq += 1
+                    self.store.write(branch, event.durable, seq)
+                    if claim is not None and isinstance(event, Commit):
+                        self.store.settle(claim)
+                        claim = None
+                elif isinstance(event, Bad):
+                    raise Refused(f"task {event.task} returned a value outside the state schema")
+            return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
+        finally:
+            self.store.unlock(branch)
+
+    def _plan(self, op, trusting: bool, hooks):
+        """Where the run starts: (durable state, write counter, answer, claim)."""
+        head_path = self.store.path(op.thread, "head.json")
+        if isinstance(op, Start):
+            if self.store.load(head_path, trusting=True) is not None:
+                raise Refused(f"thread {op.thread!r} already exists")
+            return Durable(), 0, None, None
+        if isinstance(op, Fork):
+            return self._plan_fork(op, trusting)
+        loaded = self.store.load(head_path, trusting=trusting)
+        durable, seq = loaded if loaded else (Durable(), 0)
+        hooks.race_ready()  # a racer has read the pending interrupt; nothing is written yet
+        status = durable.view(self.workflow).status
+        if isinstance(op, Resume):
+            if durable.pending is not None and op.gate in (None, durable.pending):
+                claim = None if self.mutant == "LostUpdate" else self.store.claim(op.thread, seq)
+                return durable, seq, op.value, claim
+            gates = [t for t in durable.done if t in self.workflow.gates]
+            if self.mutant == "DoubleConsume" and gates:
+                return rewind(durable, gates[-1]), seq, op.value, None
+            raise Refused("nothing is pending")
+        # Recover
+        if status not in ("new", "incomplete"):
+            raise Refused(f"nothing to recover: the thread is {status}")
+        replay = self.mutant == "Replay" or (
+            self.mutant == "NondetRecovery" and "twin" in self.workdir.name
+        )
+        if replay and durable.done:
+            last = durable.done[-1]
+            return rewind(durable, last), seq, dict(durable.answers).get(last), None
+        return durable, seq, None, None
+
+    def _plan_fork(self, op: Fork, trusting: bool):
+        if self.store.load(self.store.path(op.new_thread, "head.json"), trusting=True):
+            raise Refused(f"branch {op.new_thread!r} already exists")
+        loaded = self.store.load(self.store.path(op.thread, f"cp{op.gate}.json"), trusting=trusting)
+        if loaded is None:
+            raise Refused(f"no checkpoint of {op.thread!r} has gate {op.gate} pending")
+        checkpoint, seq = loaded
+        value = op.value
+        if self.mutant == "ForkIgnore":
+            head = self.store.load(self.store.path(op.thread, "head.json"), trusting=True)
+            if head and op.gate in head[0].done:
+                value = dict(head[0].answers).get(op.gate, value)
+        return checkpoint, seq, value, None
+
+    # -- reading and altering the store -------------------------------------------------------
+    def query(self, thread: str) -> StateView:
+        return self.store.view(thread)
+
+    def tamper(self, thread: str, how: str) -> None:
+        head = self.store.path(thread, "head.json")
+        doc = self.store.read_raw(head)
+        targets = [head]
+        pending = doc["body"]["pending"]
+        if pending is not None:
+            cp = self.store.path(thread, f"cp{pending}.json")
+            cp_doc = self.store.read_raw(cp)
+            if cp_doc and cp_doc["body"]["seq"] == doc["body"]["seq"]:
+                targets.append(cp)  # the latest checkpoint, stored twice
+        for path in targets:
+            text = path.read_text()
+            if how == "corrupt":
+                path.write_text(text[: len(text) // 2])
+                continue
+            body = dict(doc["body"])
+            if how == "invalid":
+                if body["answers"]:
+                    body["answers"] = {t: "<not-a-value>" for t in body["answers"]}
+                else:
+                    body["done"] = body["done"] + [self.workflow.n + 7]
+            else:  # forged: schema-valid, not produced by this run; the digest is left stale
+                durable = Durable(tuple(body["done"]),
+                                  tuple(sorted((int(t), v) for t, v in body["answers"].items())),
+                                  body["pending"])
+                forged = forge(self.workflow, durable)
+                body.update(done=list(forged.done), pending=forged.pending,
+                            answers={str(t): v for t, v in forged.answers})
+            atomic_write_text(path, json.dumps({"body": body, "digest": doc["digest"]}))
+
+    def clone_store(self, dest: Path) -> None:
+        for path in self.workdir.iterdir():
+            if path.is_file():
+                shutil.copyfile(path, Path(dest) / path.name)
+
+

@@ -1,0 +1,407 @@
+"""Run operations on a real target, in worker processes, and observe them.
+
+``Session(adapter, variant)`` lives in the parent, which has imported the framework once.
+``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
+parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
+``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
+rows the ledger holds for this op, and the state ``query`` reads afterwards.
+
+Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pre-imported parent
+starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
+worker, and most ops need no new process.  Every wait is bounded by ``op_timeout``: an op that
+does not answer is ``stuck`` and its worker is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import multiprocess
+
+from adapters.protocol import Adapter, CrashInjected, Unreadable, Variant
+from refmodel import Fork, Observation, Op, Race, StateView, TwinRecover, Workflow, op_from_json
+
+from .errors import EngineError
+from .internal.hooks import EngineHooks
+from .internal.ledger import Ledger
+
+_ctx = multiprocess.get_context("fork")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    op_timeout: float = 30.0  # seconds an operation may take before it is ``stuck``
+    keep_cases: bool = False  # keep each case's directory (stores, ledger) after it closes
+
+
+class Session:
+    """One adapter variant, prepared in this (parent) process, ready to fork workers."""
+
+    def __init__(self, adapter: Adapter, variant: Variant, root: Path | None = None,
+                 settings: Settings = Settings()):
+        if threading.active_count() != 1:
+            # A process with threads cannot fork safely; the frameworks start them on first use.
+            raise EngineError(
+                f"{type(adapter).__name__}: the parent has {threading.active_count()} threads "
+                "before forking workers; prepare() must import, never run, the framework"
+            )
+        self.adapter, self.variant, self.settings = adapter, variant, settings
+        self.root = Path(root or tempfile.mkdtemp(prefix="resumefuzz-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._cases = 0
+
+    def case(self, workflow: Workflow) -> CaseRunner:
+        self._cases += 1
+        casedir = self.root / f"case-{self._cases:06d}"
+        return CaseRunner(self, workflow, casedir)
+
+
+class _Worker:
+    """A forked child that opened the case on ``workdir`` and serves commands over a pipe."""
+
+    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
+        self.barrier_r, barrier_w = os.pipe()
+        block_r, self.block_w = os.pipe()
+        self.conn, child_conn = _ctx.Pipe()
+        self.process = _ctx.Process(
+            target=_serve,
+            args=(child_conn, session.adapter, session.variant, workflow, workdir, ledger_path,
+                  barrier_w, block_r),
+            daemon=True,
+        )
+        self.process.start()
+        os.close(barrier_w)
+        os.close(block_r)
+        child_conn.close()
+
+    def call(self, message, timeout: float):
+        """Send a command; returns ``("reply", value)``, ``("killed", None)`` when the worker hit
+        a sigkill barrier (and was killed here), ``("died", None)`` or ``("timeout", None)``."""
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, OSError):
+            return ("died", None)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        sentinel = self.process.sentinel
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                return ("timeout", None)
+            ready, _, _ = select.select([self.conn, self.barrier_r, sentinel], [], [], remaining)
+            if self.barrier_r in ready:
+                os.read(self.barrier_r, 1)
+                self.kill()
+                return ("killed", None)
+            if self.conn in ready:
+                try:
+                    return ("reply", self.conn.recv())
+                except (EOFError, OSError):
+                    self.kill()
+                    return ("died", None)
+            if sentinel in ready:
+                self.kill()
+                return ("died", None)
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.pid and self.process.is_alive():
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join(5)
+        for fd in (self.barrier_r, self.block_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.conn.close()
+
+    def stop(self, timeout: float) -> None:
+        if self.alive():
+            try:
+                self.conn.send(("close",))
+                self.process.join(timeout)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+class CaseRunner:
+    """Applies operations to one case of the target and observes them."""
+
+    def __init__(self, session: Session, workflow: Workflow, casedir: Path):
+        self.session, self.workflow = session, workflow
+        self.casedir = casedir
+        self.workdir = casedir / "store"
+        self.workdir.mkdir(parents=True)
+        self.ledger_path = casedir / "ledger.sqlite"
+        self.ledger = Ledger(self.ledger_path)
+        self.seq = 0
+        self.worker: _Worker | None = None
+        self.log: list[str] = []  # what happened beyond the observation (errors, kills)
+
+    @property
+    def timeout(self) -> float:
+        return self.session.settings.op_timeout
+
+    def _worker(self, workdir: Path | None = None) -> _Worker:
+        if workdir is not None:
+            return _Worker(self.session, self.workflow, workdir, self.ledger_path)
+        if self.worker is None or not self.worker.alive():
+            self.worker = _Worker(self.session, self.workflow, self.workdir, self.ledger_path)
+        return self.worker
+
+    # -- the operations -----------------------------------------------------------------------
+
+    def apply(self, op: Op) -> Observation:
+        self.seq += 1
+        if op.executes:
+            outcome = self._run(self._worker(), op, self.seq, _branch(op))
+        elif isinstance(op, Race):
+            outcome = self._race(op)
+        elif isinstance(op, TwinRecover):
+            return self._twin(op)
+        elif op.name == "query":
+            state, error = self._query(self._worker(), op.thread)
+            return Observation("rejected" if error else "ok", self._effects(), state)
+        elif op.name == "tamper":
+            reply = self._command(self._worker(), ("tamper", op.thread, op.how))
+            if reply is not None and reply[0] == "error":
+                raise EngineError(f"tamper({op.thread}, {op.how}) failed in the adapter: {reply[1]}")
+            outcome = "ok"
+        else:  # pragma: no cover - op_from_json only makes the types above
+            raise EngineError(f"unknown operation {op!r}")
+        state, _ = self._query(self._worker(), _branch(op))
+        return Observation(outcome, self._effects(), state)
+
+    def _run(self, worker: _Worker, op: Op, seq: int, branch: str) -> str:
+        status, reply = worker.call(("run", op.to_json(), seq, branch, 0), self.timeout)
+        return self._outcome(status, reply, op, seq, branch)
+
+    def _outcome(self, status, reply, op: Op, seq: int, branch: str, racer: int = 0) -> str:
+        if status == "killed":
+            return "crashed"
+        if status == "timeout":
+            self.log.append(f"op {seq} ({op.name}) did not answer within {self.timeout}s")
+            return "stuck"
+        if status == "died":
+            self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier")
+            return "crashed"
+        kind, detail, fired = reply
+        rows = self.ledger.count(seq, branch, racer)
+        if fired != rows:
+            # The ledger and the worker disagree: the machinery, not the framework, is broken.
+            raise EngineError(f"op {seq}: the worker counted {fired} effects, the ledger has {rows}")
+        if kind == "rejected":
+            self.log.append(f"op {seq} ({op.name}) rejected: {detail}")
+        return detail if kind == "ok" else kind
+
+    def _query(self, worker: _Worker, thread: str):
+        reply = self._command(worker, ("query", thread))
+        if reply is None:
+            return None, "the worker did not answer the query"
+        if reply[0] == "error":
+            return None, reply[1]
+        return StateView.from_json(reply[1]), None
+
+    def _command(self, worker: _Worker, message):
+        status, reply = worker.call(message, self.timeout)
+        if status != "reply":
+            self.log.append(f"{message[0]}: worker {status}")
+            return None
+        return reply
+
+    def _effects(self, seq: int | None = None, twin: bool | None = None) -> tuple:
+        rows = self.ledger.rows(self.seq if seq is None else seq)
+        if twin is None:
+            return tuple(rows)
+        return tuple(
+            (b.removesuffix(_TWIN), t, v) for b, t, v in rows if b.endswith(_TWIN) == twin
+        )
+
+    def _race(self, op: Race) -> str:
+        """k racers on one store: all open it, then a start barrier releases them together; in a
+        forced race each also waits, after reading the pending interrupt, until all have read."""
+        from refmodel import Resume
+
+        # Every racer answers the interrupt pending now: the one it was shown.
+        state, _ = self._query(self._worker(), op.thread)
+        gate = state.pending if state is not None else None
+        racers = []
+        for value in op.values:
+            w = _Worker(self.session, self.workflow, self.workdir, self.ledger_path)
+            racers.append((w, Resume(op.thread, value=value, gate=gate)))
+        try:
+            for i, (w, resume) in enumerate(racers):
+                w.conn.send(("race", resume.to_json(), self.seq, op.thread, i + 1, op.forced))
+            self._barrier(racers, "opened")  # everyone has opened the store
+            if op.forced:
+                self._barrier(racers, "read")  # everyone has read the interrupt
+            outcomes = []
+            for i, (w, resume) in enumerate(racers):
+                status, reply = w.wait(self.timeout)
+                outcomes.append(self._outcome(status, reply, resume, self.seq, op.thread, i + 1))
+            return "|".join(sorted(outcomes))
+        finally:
+            for w, _ in racers:
+                w.stop(1)
+
+    def _barrier(self, racers, name: str) -> None:
+        waiting = list(racers)
+        for w, _ in waiting:
+            status, reply = w.wait(self.timeout)
+            if status != "reply" or reply != (name,):
+                raise EngineError(f"racer did not reach the {name!r} barrier: {status} {reply!r}")
+        for w, _ in waiting:
+            w.conn.send(("go",))
+
+    def _twin(self, op: TwinRecover) -> Observation:
+        from refmodel import Recover
+
+        twin_dir = self.casedir / f"twin-{self.seq:04d}"
+        twin_dir.mkdir()
+        reply = self._command(self._worker(), ("clone", str(twin_dir)))
+        if reply is None or reply[0] == "error":
+            raise EngineError(f"clone_store failed: {reply}")
+        recover = Recover(op.thread)
+        main = self._run(self._worker(), recover, self.seq, op.thread)
+        twin_worker = self._worker(twin_dir)
+        try:
+            second = self._run(twin_worker, recover, self.seq, op.thread + _TWIN)
+            if not twin_worker.alive():
+                twin_worker = self._worker(twin_dir)
+            twin_state, _ = self._query(twin_worker, op.thread)
+        finally:
+            twin_worker.stop(1)
+            self._cleanup(twin_dir)
+        state, _ = self._query(self._worker(), op.thread)
+        twin = Observation(second, self._effects(twin=True), twin_state)
+        return Observation(main, self._effects(twin=False), state, twin)
+
+    def _cleanup(self, workdir: Path) -> None:
+        """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent)."""
+        process = _ctx.Process(
+            target=_cleanup, args=(self.session.adapter, self.session.variant, workdir), daemon=True
+        )
+        process.start()
+        process.join(self.timeout)
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop(self.timeout)
+        self.ledger.close()
+        self._cleanup(self.workdir)
+        if not self.session.settings.keep_cases:
+            shutil.rmtree(self.casedir, ignore_errors=True)
+
+
+_TWIN = "~twin"
+
+
+def _branch(op: Op) -> str:
+    return op.new_thread if isinstance(op, Fork) else op.thread
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+
+def _serve(conn, adapter, variant, workflow, workdir, ledger_path, barrier_w, block_r):
+    """The worker's loop: open the case, then serve commands until told to close."""
+    ledger = Ledger(ledger_path)
+    case = adapter.open(variant, workflow, Path(workdir))
+    try:
+        while True:
+            message = conn.recv()
+            kind = message[0]
+            if kind == "close":
+                break
+            if kind == "run":
+                _, op_doc, seq, branch, racer = message
+                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier_w,
+                                  block_r, racer))
+            elif kind == "race":
+                _, op_doc, seq, branch, racer, forced = message
+                conn.send(("opened",))
+                conn.recv()  # go
+
+                def ready():
+                    conn.send(("read",))
+                    conn.recv()
+
+                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier_w,
+                                  block_r, racer, ready if forced else None))
+                break
+            elif kind == "query":
+                conn.send(_guarded(lambda: case.query(message[1]).to_json()))
+            elif kind == "tamper":
+                conn.send(_guarded(lambda: case.tamper(message[1], message[2])))
+            elif kind == "clone":
+                conn.send(_guarded(lambda: case.clone_store(Path(message[1]))))
+    finally:
+        try:
+            case.close()
+        finally:
+            ledger.close()
+
+
+def _run_op(case, op, seq, branch, ledger, barrier_w, block_r, racer, ready=None):
+    hooks = EngineHooks(op, seq=seq, branch=branch, ledger=ledger, barrier_fd=barrier_w,
+                        block_fd=block_r, racer=racer, race_ready=ready)
+    try:
+        outcome = case.run(op, hooks)
+        hooks.run_returned()
+    except BaseException as exc:  # noqa: BLE001 - every exception is an observation
+        if _injected(exc):
+            return ("crashed", "crashed", hooks.fired)
+        if ready is not None and hooks._race_ready is not None:
+            hooks.race_ready()  # a racer refused before reading still releases the others
+        return ("rejected", f"{type(exc).__name__}: {exc}"[:500], hooks.fired)
+    if ready is not None and hooks._race_ready is not None:
+        hooks.race_ready()  # the adapter never called it (a no-op resume): release the others
+    if outcome not in ("interrupted", "completed"):
+        return ("rejected", f"Case.run returned {outcome!r}", hooks.fired)
+    return ("ok", outcome, hooks.fired)
+
+
+def _injected(exc: BaseException) -> bool:
+    seen = set()
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, CrashInjected):
+            return True
+        stack += [e.__cause__, e.__context__]
+        stack += list(getattr(e, "exceptions", ()))
+    return False
+
+
+def _guarded(call):
+    try:
+        return ("ok", call())
+    except Unreadable as exc:
+        return ("error", f"unreadable: {exc}")
+    except Exception as exc:  # noqa: BLE001 - reported, not raised, so the worker lives on
+        return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:1000])
+
+
+def _cleanup(adapter, variant, workdir):
+    adapter.cleanup(variant, Path(workdir))

@@ -1,0 +1,42 @@
+"""resumefuzz's reference semantics of the resume contract (``../shared/CONTRACT.md``).
+
+Standard library only, deterministic, and small enough to explore exhaustively.  The public names:
+
+- ``Workflow``, ``StateView``: the workflow and what ``query`` reports;
+- the operations ``Start``, ``Resume``, ``Recover``, ``Fork``, ``Query``, ``Tamper``, ``Race``,
+  ``TwinRecover``, with ``CrashAt`` crash points, and the ``Observation`` of each;
+- ``Model(workflow, mutant=None)``: the oracle, and ``World``: its state;
+- ``classify``: divergence -> fault category; ``properties``: one predicate per property;
+- ``MUTANTS`` / ``CATEGORIES``: the fault categories, in the classifier's order;
+- ``explore_reference``, ``shortest_exposure``: breadth-first exploration.
+"""
+
+from . import properties
+from .classify import Divergence, classify
+from .explore import Exposure, candidate_ops, explore_reference, shortest_exposure
+from .model import Model, ThreadModel, World, forge
+from .mutants import CATEGORIES, CATEGORY_INFO, MUTANTS
+from .ops import (
+    CRASH_KINDS,
+    OUTCOMES,
+    PHASES,
+    TAMPER_HOWS,
+    CrashAt,
+    Fork,
+    InvalidOperation,
+    Observation,
+    Op,
+    Query,
+    Race,
+    Recover,
+    Resume,
+    Start,
+    Step,
+    Tamper,
+    TwinRecover,
+    op_from_json,
+)
+from .run import Durable
+from .workflow import InvalidWorkflow, StateView, Workflow, status_of
+
+__all__ = [name for name in dir() if not name.startswith("_")]

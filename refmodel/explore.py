@@ -1,0 +1,141 @@
+"""Breadth-first exploration of every operation sequence up to a depth bound.
+
+``explore_reference`` counts the distinct reference worlds reachable at each depth.
+``shortest_exposure`` runs a mutant beside the reference and returns the shortest operation
+sequence after which the mutant's observation is not one the reference allows: the minimal
+counterexample the fuzzer's shrinker should reach.  Both deduplicate on worlds, so the search is
+over states, not over the (far larger) set of sequences.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .classify import Divergence, classify
+from .model import Model, World
+from .ops import (
+    CRASH_KINDS,
+    PHASES,
+    TAMPER_HOWS,
+    CrashAt,
+    Fork,
+    InvalidOperation,
+    Op,
+    Query,
+    Race,
+    Recover,
+    Resume,
+    Start,
+    Tamper,
+    TwinRecover,
+)
+from .workflow import Workflow
+
+ROOT = "t0"
+
+
+def candidate_ops(model: Model, world: World, *, max_threads: int = 3) -> Iterator[Op]:
+    """Every operation enabled in ``world``, with every crash point and BadOutput, in fixed order."""
+    wf = model.workflow
+    crashes = [None] + [
+        CrashAt(t, phase, kind) for t in range(1, wf.n + 1) for phase in PHASES for kind in CRASH_KINDS
+    ]
+
+    def executing(make):
+        for crash in crashes:
+            yield make(crash=crash)
+        for t in range(1, wf.n + 1):
+            yield make(bad_output=t)
+
+    names = world.names()
+    ops: list[Op] = []
+    if ROOT not in names:
+        ops += executing(lambda **kw: Start(ROOT, **kw))
+    for name in names:
+        thread = world.get(name)
+        for value in wf.values:
+            ops += executing(lambda **kw: Resume(name, value=value, **kw))
+        ops += executing(lambda **kw: Recover(name, **kw))
+        if len(names) < max_threads:
+            for gate, _ in thread.gate_checkpoints:
+                for value in wf.values:
+                    new = f"f{len(names)}"
+                    ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
+        ops.append(Query(name))
+        ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
+        ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
+        ops.append(TwinRecover(name))
+    for op in ops:
+        if model.enabled(world, op):
+            yield op
+
+
+def explore_reference(workflow: Workflow, depth: int) -> list[int]:
+    """Distinct reference worlds first reached at each depth ``1..depth``."""
+    model = Model(workflow)
+    seen = {World()}
+    frontier = [World()]
+    counts = []
+    for _ in range(depth):
+        nxt = []
+        for world in frontier:
+            for op in candidate_ops(model, world):
+                for _observation, after in model.step(world, op):
+                    if after not in seen:
+                        seen.add(after)
+                        nxt.append(after)
+        counts.append(len(nxt))
+        frontier = nxt
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """The shortest trace that exposes a mutant, and the category the classifier gives it."""
+
+    mutant: str
+    trace: tuple  # tuple[Op, ...]
+    divergence: Divergence
+
+    @property
+    def length(self) -> int:
+        return len(self.trace)
+
+
+def shortest_exposure(workflow: Workflow, mutant: str | None, depth: int) -> Exposure | None:
+    """BFS over (reference world, target world) pairs; ``None`` if nothing diverges by ``depth``."""
+    reference = Model(workflow)
+    target = Model(workflow, mutant)
+    start = (World(), World())
+    parent: dict = {start: None}
+    frontier = [start]
+    for _ in range(depth):
+        nxt = []
+        for pair in frontier:
+            ref_world, target_world = pair
+            for op in candidate_ops(reference, ref_world):
+                try:
+                    observed, target_after = target.step(target_world, op)[0]
+                except InvalidOperation:
+                    continue  # the target's world no longer admits it: not a comparable step
+                allowed = reference.step(ref_world, op)
+                divergence = classify(reference, ref_world, op, [o for o, _ in allowed], observed)
+                if divergence is not None:
+                    return Exposure(mutant or "reference", _path(parent, pair) + (op,), divergence)
+                ref_after = next(w for o, w in allowed if o.same_as(observed))
+                successor = (ref_after, target_after)
+                if successor not in parent:
+                    parent[successor] = (pair, op)
+                    nxt.append(successor)
+        frontier = nxt
+    return None
+
+
+def _path(parent: dict, pair) -> tuple:
+    ops = []
+    while parent[pair] is not None:
+        pair, op = parent[pair]
+        ops.append(op)
+    return tuple(reversed(ops))

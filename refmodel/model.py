@@ -1,0 +1,356 @@
+"""The oracle: the set of observations the contract allows for an operation, and what follows each.
+
+``Model(workflow, mutant=None).step(world, op)`` returns the allowed ``(Observation, World)``
+pairs, canonical choice first.  Where the contract allows more than one outcome (section 3) the
+list has one entry per choice, and the harness follows the one the target took, as Jepsen treats
+an indeterminate operation.  A mutant model returns only its own canonical choice.
+
+Everything here is a pure function of its arguments: no clock, no randomness, no global state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .mutants import check_mutant
+from .ops import (
+    Fork,
+    InvalidOperation,
+    Observation,
+    Op,
+    Query,
+    Race,
+    Recover,
+    Resume,
+    Start,
+    Tamper,
+    TwinRecover,
+)
+from .run import BAD, Cut, Durable, cut, execute, rewind
+from .workflow import Workflow, sorted_pairs
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadModel:
+    """The oracle's knowledge of one thread: its durable state and what the contract excuses.
+
+    ``inflight`` is a task whose effect fired without the task completing (a re-fire is allowed);
+    ``kept`` is an answer given to a consume that crashed before the gate completed (recovery may
+    finish the gate with it); ``crash_kind`` says how the thread last died, while it still needs
+    recovery.  ``gate_checkpoints`` keeps, per gate, the latest checkpoint at which it was pending:
+    the checkpoints a fork can address.
+    """
+
+    durable: Durable = Durable()
+    gate_checkpoints: tuple = ()  # sorted (gate, Durable)
+    tampered: str | None = None
+    inflight: int | None = None
+    kept: str | None = None
+    crash_kind: str | None = None
+
+    @property
+    def needs_recovery(self) -> bool:
+        return self.crash_kind is not None
+
+    def checkpoint(self, gate: int) -> Durable | None:
+        return dict(self.gate_checkpoints).get(gate)
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """All threads the harness created, by name (a sorted tuple, so worlds hash by value)."""
+
+    threads: tuple = ()
+
+    def get(self, name: str) -> ThreadModel | None:
+        return dict(self.threads).get(name)
+
+    def put(self, name: str, thread: ThreadModel) -> World:
+        threads = dict(self.threads)
+        threads[name] = thread
+        return World(tuple(sorted(threads.items())))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.threads]
+
+
+Alternative = tuple  # (Observation, World)
+
+
+class Model:
+    """The reference semantics of CONTRACT.md for one workflow, optionally with a mutant switch."""
+
+    def __init__(self, workflow: Workflow, mutant: str | None = None):
+        self.workflow = workflow
+        self.mutant = check_mutant(mutant)
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def step(self, world: World, op: Op) -> list[Alternative]:
+        """The allowed (observation, next world) pairs for ``op``, canonical first.
+
+        Raises ``InvalidOperation`` when ``op`` is not applicable to ``world`` (see ``enabled``).
+        """
+        reason = self.why_disabled(world, op)
+        if reason:
+            raise InvalidOperation(f"{op.name} on {op.thread!r}: {reason}")
+        handler = getattr(self, "_" + op.name)
+        alternatives = _dedupe(handler(world, op))
+        return alternatives[:1] if self.mutant else alternatives
+
+    def enabled(self, world: World, op: Op) -> bool:
+        return not self.why_disabled(world, op)
+
+    def why_disabled(self, world: World, op: Op) -> str:
+        """Why ``op`` cannot be applied to ``world`` (empty when it can).
+
+        These are the harness's preconditions, shared by ``explore`` and the fuzz machine: they
+        keep generated traces to the ones the contract gives a meaning to.
+        """
+        wf = self.workflow
+        crash = getattr(op, "crash", None)
+        if crash is not None and not 1 <= crash.task <= wf.n:
+            return f"crash task {crash.task} is not a task of the workflow"
+        bad = getattr(op, "bad_output", None)
+        if bad is not None and not 1 <= bad <= wf.n:
+            return f"bad_output task {bad} is not a task of the workflow"
+        thread = world.get(op.thread)
+        if isinstance(op, Start):
+            return "thread already exists" if thread is not None else ""
+        if thread is None:
+            return "no such thread"
+        status = thread.durable.view(wf).status
+        if isinstance(op, Resume | Race):
+            values = op.values if isinstance(op, Race) else (op.value,)
+            if any(v not in wf.values for v in values):
+                return f"resume values must be drawn from {wf.values}"
+            if isinstance(op, Race) and status != "interrupted":
+                return "a race needs a pending interrupt"
+            if status not in ("interrupted", "completed"):
+                return "resume needs a pending interrupt or a completed run"
+        if isinstance(op, Fork):
+            if op.value not in wf.values:
+                return f"fork value must be drawn from {wf.values}"
+            if thread.checkpoint(op.gate) is None:
+                return f"no checkpoint of this thread has gate {op.gate} pending"
+            if not op.new_thread or world.get(op.new_thread) is not None:
+                return f"fork needs a new thread name, got {op.new_thread!r}"
+        if isinstance(op, Tamper):
+            if status == "new":
+                return "nothing is persisted to tamper with"
+            if thread.tampered:
+                return "already tampered"
+        if isinstance(op, TwinRecover) and not thread.needs_recovery:
+            return "twin_recover needs a thread left by a crash"
+        return ""
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def _start(self, world: World, op: Start):
+        return self._run(world, op.thread, ThreadModel(), op, answer=None)
+
+    def _resume(self, world: World, op: Resume):
+        thread = world.get(op.thread)
+        if thread.tampered:
+            return [self._refused(world, op.thread)]
+        pending = thread.durable.pending
+        if pending is not None and op.gate in (None, pending):
+            return self._run(world, op.thread, thread, op, answer=op.value)
+        if self.mutant == "DoubleConsume":
+            gates = [t for t in thread.durable.done if t in self.workflow.gates]
+            if gates:
+                rewound = rewind(thread.durable, gates[-1])
+                return self._run(world, op.thread, replace(thread, durable=rewound), op, op.value)
+        return self._nothing_to_do(world, op.thread)
+
+    def _recover(self, world: World, op: Recover, *, twin: bool = False):
+        thread = world.get(op.thread)
+        if thread.tampered:
+            return [self._refused(world, op.thread)]
+        status = thread.durable.view(self.workflow).status
+        if status in ("new", "incomplete"):
+            if self.mutant == "Stuck" and thread.crash_kind == "sigkill":
+                return [self._refused(world, op.thread)]
+            replay = (self.mutant == "Replay" or (twin and self.mutant == "NondetRecovery"))
+            if replay and thread.durable.done:
+                last = thread.durable.done[-1]
+                rewound = rewind(thread.durable, last)
+                answer = dict(thread.durable.answers).get(last)
+                return self._run(world, op.thread, replace(thread, durable=rewound), op, answer)
+            return self._run(world, op.thread, thread, op, answer=None)
+        alternatives = self._nothing_to_do(world, op.thread)
+        if status == "interrupted" and thread.kept is not None:
+            alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
+        return alternatives
+
+    def _fork(self, world: World, op: Fork):
+        source = world.get(op.thread)
+        checkpoint = source.checkpoint(op.gate)
+        if source.tampered and checkpoint == source.durable:
+            # The checkpoint addressed is the tampered one: the branch is refused, not created.
+            return [(Observation("rejected", (), self._view(world, op.new_thread)), world)]
+        value = op.value
+        if self.mutant == "ForkIgnore" and op.gate in source.durable.done:
+            value = dict(source.durable.answers).get(op.gate, value)
+        branch = ThreadModel(checkpoint, ((op.gate, checkpoint),))
+        return self._run(world, op.new_thread, branch, op, answer=value)
+
+    def _query(self, world: World, op: Query):
+        thread = world.get(op.thread)
+        if thread.tampered:
+            # A read uses nothing: it may refuse or report what it reads (docs/semantics.md).
+            return [
+                (Observation("rejected", (), None), world),
+                (Observation("ok", (), None), world),
+            ]
+        return [(Observation("ok", (), self._view(world, op.thread)), world)]
+
+    def _tamper(self, world: World, op: Tamper):
+        thread = world.get(op.thread)
+        if self.mutant == "InvalidPersist":
+            # The mutant cannot tell: it runs on from the forged state, or from the last state it
+            # could still decode (a silent fallback) when the bytes are corrupt or invalid.
+            if op.how == "forged":
+                thread = replace(thread, durable=forge(self.workflow, thread.durable))
+            return [(Observation("ok", (), None), world.put(op.thread, thread))]
+        return [(Observation("ok", (), None), world.put(op.thread, replace(thread, tampered=op.how)))]
+
+    def _race(self, world: World, op: Race):
+        thread = world.get(op.thread)
+        k = len(op.values)
+        if thread.tampered:
+            return [(Observation("|".join(["rejected"] * k), (), None), world)]
+        if self.mutant == "LostUpdate":
+            return [self._lost_update(world, op, thread)]
+        alternatives = []
+        for value in dict.fromkeys(op.values):  # any racer may win; same value, same result
+            for observation, after in self._run(world, op.thread, thread, op, answer=value):
+                won = observation.outcome
+                # Each loser is refused, or is a no-op that reports the status it then reads.
+                for noops in range(k):
+                    losers = ["rejected"] * (k - 1 - noops) + [won] * noops
+                    outcome = "|".join(sorted([won] + losers))
+                    alternatives.append((replace(observation, outcome=outcome), after))
+        return alternatives
+
+    def _twin_recover(self, world: World, op: TwinRecover):
+        main = self._recover(world, op, twin=False)
+        if self.mutant == "NondetRecovery":
+            second = self._recover(world, op, twin=True)[0][0]
+            return [(replace(main[0][0], twin=second), main[0][1])]
+        return [(replace(observation, twin=observation), after) for observation, after in main]
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _run(self, world: World, name: str, thread: ThreadModel, op: Op, answer):
+        """Execute on ``thread`` (as ``name``) with the op's crash point, for each allowed choice."""
+        wf = self.workflow
+        events = execute(
+            wf,
+            thread.durable,
+            answer=answer,
+            bad_output=getattr(op, "bad_output", None),
+            persist_bad=self.mutant == "InvalidPersist",
+            misrecord_answers=self.mutant == "StateMismatch",
+            replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
+        )
+        result = cut(events, getattr(op, "crash", None))
+        after_thread = self._after(thread, result, answer)
+        after = world.put(name, after_thread)
+        state = after_thread.durable.view(wf)
+        effects = [(name, e.task, e.value) for e in result.effects()]
+        outcome = result.ending
+        alternatives = [(Observation(outcome, effects, state), after)]
+        # An effect in flight at the last crash may fire again, or not (section 3).
+        if thread.inflight is not None:
+            again = [e for e in effects if e[1] == thread.inflight]
+            if again:
+                effects_once = list(effects)
+                effects_once.remove(again[0])
+                alternatives.append((Observation(outcome, effects_once, state), after))
+        return alternatives
+
+    def _after(self, thread: ThreadModel, result: Cut, answer) -> ThreadModel:
+        """The thread after a run: durable state, fork checkpoints, and what the contract excuses."""
+        durable = result.durable(thread.durable)
+        checkpoints = dict(thread.gate_checkpoints)
+        for event in result.events:
+            if hasattr(event, "durable") and event.durable.pending is not None:
+                checkpoints[event.durable.pending] = event.durable
+        inflight, kept, crash_kind = None, None, None
+        if result.ending == "crashed":
+            crash = result.crashed_at
+            crash_kind = crash.kind
+            inflight = crash.task if crash.phase == "in_flight" else None
+            gate = thread.durable.pending
+            if answer is not None and gate == crash.task and crash.phase != "after_commit":
+                kept = answer  # the answer was being consumed when the run died
+        elif result.ending == "rejected":  # BadOutput: the task's effect fired, it did not return
+            crash_kind = "rejected"
+            inflight = result.events[-1].task
+        if inflight is None and result.ending == "crashed" and thread.inflight is not None:
+            # Still not completed: the earlier in-flight effect stays excused.
+            if thread.inflight not in durable.done:
+                inflight = thread.inflight
+        return ThreadModel(
+            durable, sorted_pairs(checkpoints.items()), None, inflight, kept, crash_kind
+        )
+
+    def _nothing_to_do(self, world: World, name: str) -> list[Alternative]:
+        """An op with nothing to do may be refused or be a no-op (section 3)."""
+        thread = world.get(name)
+        state = thread.durable.view(self.workflow)
+        noop = state.status if state.status in ("interrupted", "completed") else "ok"
+        return [
+            (Observation("rejected", (), state), world),
+            (Observation(noop, (), state), world),
+        ]
+
+    def _refused(self, world: World, name: str) -> Alternative:
+        """A tampered store: refused loudly, nothing fires, the state is not compared."""
+        return (Observation("rejected", (), None), world)
+
+    def _view(self, world: World, name: str):
+        thread = world.get(name)
+        if thread is None:
+            return Durable().view(self.workflow)
+        return None if thread.tampered else thread.durable.view(self.workflow)
+
+    def _lost_update(self, world: World, op: Race, thread: ThreadModel) -> Alternative:
+        """Every racer read the same pending interrupt and consumed it; the last write wins."""
+        outcomes, effects, after = [], [], world
+        for value in op.values:
+            (observation, after), *_ = self._run(world, op.thread, thread, op, answer=value)
+            outcomes.append(observation.outcome)
+            effects += observation.effects
+        state = after.get(op.thread).durable.view(self.workflow)
+        return (Observation("|".join(sorted(outcomes)), effects, state), after)
+
+
+def _dedupe(alternatives: list[Alternative]) -> list[Alternative]:
+    seen, unique = set(), []
+    for alternative in alternatives:
+        if alternative not in seen:
+            seen.add(alternative)
+            unique.append(alternative)
+    return unique
+
+
+def forge(workflow: Workflow, durable: Durable) -> Durable:
+    """A well-formed, schema-valid state this run did not produce (``tamper(forged)``).
+
+    A different answer for the last answered gate if there is one, else the next task marked done.
+    Adapters write this content into their store; mutants of InvalidPersist run from it.
+    """
+    if durable.answers:
+        task, value = durable.answers[-1]
+        other = next(v for v in workflow.values + (value + "'",) if v != value)
+        answers = dict(durable.answers)
+        answers[task] = other
+        return replace(durable, answers=sorted_pairs(answers.items()))
+    if durable.frontier < workflow.n:
+        return Durable(durable.done + (durable.frontier + 1,), durable.answers)
+    return Durable(durable.done[:-1], durable.answers)
+
+
+__all__ = ["BAD", "Model", "ThreadModel", "World", "forge"]

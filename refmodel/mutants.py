@@ -1,0 +1,66 @@
+"""Fault categories (CONTRACT.md section 5) and the mutant switches that plant each one.
+
+A mutant is the reference model with exactly one switch on.  The fuzzer's self-tests run it as a
+target that is known to be wrong in one way, and must find that way and name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Section 5's order is the classifier's order: the first category that explains a divergence wins.
+CATEGORIES = (
+    "Replay",
+    "ForkIgnore",
+    "InvalidPersist",
+    "NondetRecovery",
+    "DoubleConsume",
+    "PrefixReplay",
+    "LostUpdate",
+    "Stuck",
+    "StateMismatch",
+    "Unclassified",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryInfo:
+    name: str
+    paper_switch: str  # the switch in the paper's TLA+ model
+    breaks: str  # the property it breaks
+    mutant: str  # what the mutant of this name does
+
+
+CATEGORY_INFO = {
+    info.name: info
+    for info in (
+        CategoryInfo("Replay", "R1", "EO", "recover restarts at the last completed task, not after it"),
+        CategoryInfo("ForkIgnore", "R2", "FD", "a fork of an answered gate keeps the source's answer"),
+        CategoryInfo(
+            "InvalidPersist",
+            "R3",
+            "CV",
+            "persists a task's out-of-schema output, and uses tampered state silently",
+        ),
+        CategoryInfo(
+            "NondetRecovery", "R4", "RD", "the second copy of a twin recovery re-runs the last task"
+        ),
+        CategoryInfo(
+            "DoubleConsume", "R5", "CO", "a resume with nothing pending re-consumes the last gate"
+        ),
+        CategoryInfo("PrefixReplay", "R9", "EO", "a resume re-runs every completed task first"),
+        CategoryInfo("LostUpdate", "R11", "CO", "every racer consumes the pending interrupt"),
+        CategoryInfo("Stuck", "R6", "LV", "recovery after a SIGKILL inside a task is refused"),
+        CategoryInfo("StateMismatch", "-", "PC", "persists the next value in line as a gate's answer"),
+        CategoryInfo("Unclassified", "-", "-", "(no mutant: a gap in the model or the adapter)"),
+    )
+}
+
+MUTANTS = tuple(c for c in CATEGORIES if c != "Unclassified")
+
+
+def check_mutant(name: str | None) -> str | None:
+    """Validate a mutant name; ``None`` is the reference itself."""
+    if name is not None and name not in MUTANTS:
+        raise ValueError(f"unknown mutant {name!r}; expected one of {', '.join(MUTANTS)}")
+    return name

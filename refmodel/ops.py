@@ -1,0 +1,232 @@
+"""Operations a caller can apply (CONTRACT.md section 2) and what is observed (section 3).
+
+Every operation is a small frozen dataclass with a JSON form; the trace format stores these JSON
+forms, and adapters receive the dataclasses.  Threads and branches are named by the harness
+(``"t0"``, ``"f1"``): an adapter maps the names onto its framework's own ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PHASES = ("before_effect", "in_flight", "after_commit")
+CRASH_KINDS = ("exception", "sigkill")
+TAMPER_HOWS = ("corrupt", "invalid", "forged")
+OUTCOMES = ("ok", "interrupted", "completed", "crashed", "rejected", "stuck")
+
+
+class InvalidOperation(ValueError):
+    """An operation that is malformed, or not applicable to the model's current world."""
+
+
+@dataclass(frozen=True, slots=True)
+class CrashAt:
+    """Kill the run at ``task``/``phase``: an exception in the task, or SIGKILL at a barrier."""
+
+    task: int
+    phase: str
+    kind: str = "exception"
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise InvalidOperation(f"CrashAt.phase must be one of {PHASES}, got {self.phase!r}")
+        if self.kind not in CRASH_KINDS:
+            raise InvalidOperation(f"CrashAt.kind must be one of {CRASH_KINDS}, got {self.kind!r}")
+
+    def to_json(self) -> dict:
+        return {"task": self.task, "phase": self.phase, "kind": self.kind}
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """Base of all operations: ``thread`` is the thread the operation addresses."""
+
+    thread: str
+
+    name = "op"
+    executes = False  # does it run tasks (and so accept a crash point and BadOutput)?
+
+    def to_json(self) -> dict:
+        doc = {"op": self.name, "thread": self.thread}
+        for f in self.__dataclass_fields__:
+            if f == "thread":
+                continue
+            value = getattr(self, f)
+            if isinstance(value, CrashAt):
+                value = value.to_json()
+            elif isinstance(value, tuple):
+                value = list(value)
+            doc[f] = value
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class _Executing(Op):
+    crash: CrashAt | None = None
+    bad_output: int | None = None  # BadOutput(t): task t returns a value outside the schema
+
+    executes = True
+
+
+@dataclass(frozen=True, slots=True)
+class Start(_Executing):
+    """Begin a new run on a thread that does not exist yet."""
+
+    name = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class Resume(_Executing):
+    """Answer the pending interrupt at the thread's head with ``value`` (RETRY intent).
+
+    ``gate``, when set, names the interrupt the caller answers (racers know which one they were
+    shown); a different pending gate, or none, is then nothing to do.
+    """
+
+    value: str = ""
+    gate: int | None = None
+    name = "resume"
+
+
+@dataclass(frozen=True, slots=True)
+class Recover(_Executing):
+    """Continue after a crash, from the durable frontier."""
+
+    name = "recover"
+
+
+@dataclass(frozen=True, slots=True)
+class Fork(_Executing):
+    """Resume the checkpoint at which ``gate`` was pending as branch ``new_thread`` (FORK intent)."""
+
+    gate: int = 0
+    value: str = ""
+    new_thread: str = ""
+    name = "fork"
+
+
+@dataclass(frozen=True, slots=True)
+class Query(Op):
+    """Read the persisted state; runs nothing."""
+
+    name = "query"
+
+
+@dataclass(frozen=True, slots=True)
+class Tamper(Op):
+    """Alter the thread's latest persisted checkpoint: ``corrupt``, ``invalid`` or ``forged``."""
+
+    how: str = "corrupt"
+    name = "tamper"
+
+    def __post_init__(self) -> None:
+        if self.how not in TAMPER_HOWS:
+            raise InvalidOperation(f"Tamper.how must be one of {TAMPER_HOWS}, got {self.how!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Race(Op):
+    """``len(values)`` processes resume the same pending interrupt at once from one store."""
+
+    values: tuple[str, ...] = ()
+    forced: bool = False  # all racers read before any writes (where the adapter can hold writes)
+    name = "race"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", tuple(self.values))
+        if len(self.values) < 2:
+            raise InvalidOperation(f"Race.values needs at least two racers, got {self.values!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TwinRecover(Op):
+    """Recover twice, from two byte-identical copies of the durable store."""
+
+    name = "twin_recover"
+
+
+OP_TYPES: dict[str, type[Op]] = {
+    cls.name: cls for cls in (Start, Resume, Recover, Fork, Query, Tamper, Race, TwinRecover)
+}
+
+
+def op_from_json(doc: dict) -> Op:
+    """Decode one operation; raises ``InvalidOperation`` naming the first bad field."""
+    kind = doc.get("op")
+    cls = OP_TYPES.get(kind)
+    if cls is None:
+        raise InvalidOperation(f"op: unknown operation {kind!r}; expected one of {sorted(OP_TYPES)}")
+    kwargs = {}
+    for f in cls.__dataclass_fields__:
+        if f in doc:
+            kwargs[f] = doc[f]
+    if kwargs.get("crash") is not None:
+        crash = kwargs["crash"]
+        kwargs["crash"] = CrashAt(crash["task"], crash["phase"], crash.get("kind", "exception"))
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a missing or surplus field
+        raise InvalidOperation(f"{kind}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the harness records after one operation (CONTRACT.md section 3).
+
+    ``effects`` is a sorted tuple of ``(branch, task, value)`` rows, one per firing.  ``state`` is
+    the op's thread as ``query`` reports it; in an *expected* observation ``None`` means "not
+    compared" (the thread's store was tampered with), in an *observed* one "could not be read".
+    ``twin`` is the second copy's observation of a ``twin_recover``.
+    """
+
+    outcome: str
+    effects: tuple = ()
+    state: object = None  # StateView | None
+    twin: Observation | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "effects", sort_effects(self.effects))
+
+    def same_as(self, observed: Observation) -> bool:
+        """Does ``observed`` match this *expected* observation?"""
+        if self.outcome != observed.outcome or self.effects != observed.effects:
+            return False
+        if self.state is not None and self.state != observed.state:
+            return False
+        if self.twin is None:
+            return observed.twin is None
+        return observed.twin is not None and self.twin.same_as(observed.twin)
+
+    def to_json(self) -> dict:
+        doc = {
+            "outcome": self.outcome,
+            "effects": [list(e) for e in self.effects],
+            "state": None if self.state is None else self.state.to_json(),
+        }
+        if self.twin is not None:
+            doc["twin"] = self.twin.to_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Observation:
+        from .workflow import StateView
+
+        state = None if doc.get("state") is None else StateView.from_json(doc["state"])
+        twin = None if doc.get("twin") is None else cls.from_json(doc["twin"])
+        effects = tuple(tuple(e) for e in doc.get("effects", ()))
+        return cls(doc["outcome"], effects, state, twin)
+
+
+def sort_effects(effects) -> tuple:
+    """Effects compare as a multiset: their order across racing processes is not defined."""
+    rows = (tuple(e) for e in effects)
+    return tuple(sorted(rows, key=lambda e: (str(e[0]), e[1], "" if e[2] is None else str(e[2]))))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One recorded step of a history: the op, what was observed, and what the oracle allowed."""
+
+    op: Op
+    observed: Observation
+    allowed: tuple = field(default=())  # tuple[Observation, ...]
