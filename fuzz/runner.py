@@ -95,16 +95,19 @@ class _Worker:
     def wait(self, timeout: float):
         deadline = time.monotonic() + timeout
         sentinel = self.process.sentinel
+        watch = [self.conn, self.barrier_r, sentinel]
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 return ("timeout", None)
-            ready, _, _ = select.select([self.conn, self.barrier_r, sentinel], [], [], remaining)
+            ready, _, _ = select.select(watch, [], [], remaining)
             if self.barrier_r in ready:
-                os.read(self.barrier_r, 1)
-                self.kill()
-                return ("killed", None)
+                if os.read(self.barrier_r, 1):
+                    self.kill()
+                    return ("killed", None)
+                watch.remove(self.barrier_r)  # EOF: the worker exited; its reply decides
+                continue
             if self.conn in ready:
                 try:
                     return ("reply", self.conn.recv())

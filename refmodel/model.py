@@ -251,7 +251,7 @@ class Model:
             answer=answer,
             bad_output=getattr(op, "bad_output", None),
             persist_bad=self.mutant == "InvalidPersist",
-            misrecord_answers=self.mutant == "StateMismatch",
+            misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
             replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
         )
         result = cut(events, getattr(op, "crash", None))

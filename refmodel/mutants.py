@@ -51,7 +51,7 @@ CATEGORY_INFO = {
         CategoryInfo("PrefixReplay", "R9", "EO", "a resume re-runs every completed task first"),
         CategoryInfo("LostUpdate", "R11", "CO", "every racer consumes the pending interrupt"),
         CategoryInfo("Stuck", "R6", "LV", "recovery after a SIGKILL inside a task is refused"),
-        CategoryInfo("StateMismatch", "-", "PC", "persists the next value in line as a gate's answer"),
+        CategoryInfo("StateMismatch", "-", "PC", "a resume persists the next value in line as the gate's answer"),
         CategoryInfo("Unclassified", "-", "-", "(no mutant: a gap in the model or the adapter)"),
     )
 }

@@ -91,12 +91,13 @@ class ReferenceCase(Case):
         stuck = self.mutant == "Stuck" and isinstance(op, Recover)
         self.store.lock(branch, break_stale=not stuck)
         trusting = self.mutant == "InvalidPersist"
+        claim = None
         try:
             durable, seq, answer, claim = self._plan(op, trusting, hooks)
             bad = next((t for t in range(1, self.workflow.n + 1) if hooks.wants_bad_output(t)), None)
             events = execute(
                 self.workflow, durable, answer=answer, bad_output=bad,
-                persist_bad=trusting, misrecord_answers=self.mutant == "StateMismatch",
+                persist_bad=trusting, misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
                 replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
             )
             for event in events:
@@ -113,6 +114,10 @@ class ReferenceCase(Case):
                 elif isinstance(event, Bad):
                     raise Refused(f"task {event.task} returned a value outside the state schema")
             return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
+        except BaseException:
+            if claim is not None:  # the consume did not finish: the interrupt is still open
+                claim.unlink(missing_ok=True)
+            raise
         finally:
             self.store.unlock(branch)
 
@@ -155,6 +160,8 @@ class ReferenceCase(Case):
         if loaded is None:
             raise Refused(f"no checkpoint of {op.thread!r} has gate {op.gate} pending")
         checkpoint, seq = loaded
+        # The branch starts as a durable copy of the checkpoint (the fork point is its own).
+        self.store.write(op.new_thread, checkpoint, seq)
         value = op.value
         if self.mutant == "ForkIgnore":
             head = self.store.load(self.store.path(op.thread, "head.json"), trusting=True)

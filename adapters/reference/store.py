@@ -104,19 +104,24 @@ class Store:
         self.path(thread, "lock").unlink(missing_ok=True)
 
     def claim(self, thread: str, interrupt_seq: int) -> Path:
-        """Take the interrupt raised by write ``interrupt_seq``, once (O_EXCL); a claim left by a
-        process that died, or by this one, is taken over (the consume did not finish)."""
+        """Take the interrupt raised by write ``interrupt_seq``, once; a claim left by a process
+        that died, or by this one, is taken over (that consume never finished).
+
+        The claim file appears whole or not at all (``link`` of a file already holding our pid
+        fails if the name exists): a reader never sees an empty claim."""
         path = self.path(thread, f"claim-{interrupt_seq}")
+        mine = self.path(thread, f"claim-{interrupt_seq}.{os.getpid()}")
+        atomic_write_text(mine, str(os.getpid()))
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.link(mine, path)
         except FileExistsError:
             holder = path.read_text()
-            if holder == "done" or (int(holder or 0) != os.getpid() and _alive(int(holder or 0))):
+            if holder == "done" or (int(holder) != os.getpid() and _alive(int(holder))):
                 raise Refused(f"interrupt {interrupt_seq} already consumed ({holder})") from None
-            atomic_write_text(path, str(os.getpid()))
+            os.replace(mine, path)  # the holder died mid-consume: take it over
             return path
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
+        finally:
+            mine.unlink(missing_ok=True)
         return path
 
     def settle(self, claim: Path) -> None:

@@ -1,0 +1,131 @@
+"""A campaign: fuzz one target's variants within a budget, and keep what it finds.
+
+``run_campaign`` splits the budget (examples or seconds) evenly over the variants, runs the
+differential machine on each, and turns every shrunk failure into a corpus entry and a shrink
+report.  A time budget runs the machine in chunks of ``CHUNK`` examples, each with its own seed,
+until the time is spent: Hypothesis has no time budget of its own.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import Verbosity
+from hypothesis.errors import Flaky
+from hypothesis.stateful import run_state_machine_as_test
+
+from adapters.protocol import Adapter, Variant
+
+from . import corpus, report
+from .failures import Failure
+from .machine import machine_for
+from .profiles import profile_settings
+from .runner import Session, Settings
+
+CHUNK = 20
+
+
+@dataclass
+class Found:
+    variant: str
+    category: str
+    property: str
+    length: int
+    verdict: str
+    corpus: str
+    report: str
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    examples: int = 0
+    operations: int = 0
+    seconds: float = 0.0
+    findings: list = field(default_factory=list)
+    flaky: list = field(default_factory=list)  # failures Hypothesis could not reproduce
+
+
+@dataclass
+class CampaignOptions:
+    max_examples: int | None = None
+    max_time: float | None = None
+    seed: int | None = None
+    profile: str | None = None
+    op_timeout: float = 30.0
+    corpus_dir: Path = corpus.CORPUS_DIR
+    reports_dir: Path = report.REPORTS_DIR
+    workdir: Path | None = None
+
+
+def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOptions,
+                 observer=None) -> list[VariantResult]:
+    results = []
+    share_examples = None
+    if options.max_examples is not None:
+        share_examples = max(1, options.max_examples // len(variants))
+    share_time = options.max_time / len(variants) if options.max_time is not None else None
+    if share_examples is None and share_time is None:
+        share_examples = None  # the profile's max_examples
+    for variant in variants:
+        results.append(fuzz_variant(adapter, variant, options, share_examples, share_time,
+                                    observer))
+    return results
+
+
+def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=None):
+    result = VariantResult(variant.name)
+    session = Session(adapter, variant, options.workdir and Path(options.workdir) / variant.name,
+                      Settings(op_timeout=options.op_timeout))
+    notify_outer = observer or (lambda event, **data: None)
+
+    def notify(event, **data):
+        if event == "example":
+            result.examples += 1
+        elif event == "op":
+            result.operations += 1
+        notify_outer(event, variant=variant.name, result=result, **data)
+
+    machine = machine_for(session, observer=notify)
+    started = time.monotonic()
+    chunk = 0
+    while True:
+        overrides = {"verbosity": Verbosity.quiet}
+        if max_time is not None:
+            overrides.update(max_examples=max_examples or CHUNK, derandomize=False)
+            machine._hypothesis_internal_use_seed = (options.seed or 0) + chunk
+        elif max_examples is not None:
+            overrides["max_examples"] = max_examples
+        if options.seed is not None and max_time is None:
+            overrides["derandomize"] = False
+            machine._hypothesis_internal_use_seed = options.seed
+        try:
+            run_state_machine_as_test(machine, settings=profile_settings(options.profile,
+                                                                          **overrides))
+        except Failure as failure:
+            _keep(adapter, variant, failure, options, result, notify_outer)
+        except Flaky as exc:
+            result.flaky.append(str(exc).splitlines()[0])
+        chunk += 1
+        if max_time is None or time.monotonic() - started >= max_time:
+            break
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
+
+
+def _keep(adapter, variant, failure, options, result, notify):
+    trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
+                                      dict(adapter.versions()))
+    path = corpus.save(trace, options.corpus_dir)
+    script = adapter.repro_script(variant, trace.workflow, trace.operations)
+    report_file = report.write(trace, path, script, options.reports_dir)
+    found = Found(variant.name, trace.finding.category, trace.finding.property,
+                  len(trace.operations), trace.finding.verdict, str(path), str(report_file))
+    if not any(f.category == found.category and f.length <= found.length for f in result.findings):
+        result.findings = [f for f in result.findings if f.category != found.category] + [found]
+    notify("finding", variant=variant.name, result=result, found=found)

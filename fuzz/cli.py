@@ -1,0 +1,284 @@
+"""The ``resumefuzz`` command line: ``fuzz``, ``replay``, ``explore`` and ``targets``.
+
+Exit status: 0 nothing found (``fuzz``) / every entry FIXED (``replay``) / every mutant exposed
+(``explore``); 1 something found / an entry not FIXED / a mutant not exposed; 2 a usage or
+environment error, reported as one line on stderr, with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .errors import ResumefuzzError, UsageError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ResumefuzzError as exc:
+        print(f"resumefuzz: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("resumefuzz: interrupted; the corpus holds what was written before", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resumefuzz",
+        description="Differential fuzzing of checkpoint, interrupt and resume semantics.",
+    )
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    p = sub.add_parser("fuzz", help="fuzz a target against the reference model")
+    p.add_argument("target", help="reference, mutant:<Category>, a framework name, or mod:Class")
+    p.add_argument("--variant", action="append", metavar="V",
+                   help="fuzz only this variant (repeatable; default: every variant in turn)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--max-examples", type=int, metavar="N",
+                        help="examples in total, shared by the variants (default: the profile's)")
+    budget.add_argument("--max-time", type=float, metavar="S",
+                        help="seconds in total, shared by the variants")
+    p.add_argument("--seed", type=int, help="seed the example generation (reproducible runs)")
+    p.add_argument("--profile", choices=("dev", "ci", "nightly"),
+                   help="settings profile (default: $RESUMEFUZZ_PROFILE, else ci under CI, else dev)")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds an operation may take before it counts as stuck (default 30)")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.set_defaults(func=_fuzz)
+
+    p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="entries or directories (default: corpus/)")
+    p.add_argument("--target", help="replay on this target instead of each entry's own")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
+    p.set_defaults(func=_replay)
+
+    p = sub.add_parser("explore", help="enumerate operation sequences on the reference and mutants")
+    p.add_argument("--n", type=int, default=3, help="tasks (default 3)")
+    p.add_argument("--gates", default="2", help="comma-separated gated tasks (default 2)")
+    p.add_argument("--values", default="a,b", help="comma-separated resume values (default a,b)")
+    p.add_argument("--depth", type=int, default=3, help="operations per sequence (default 3)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_explore)
+
+    p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
+    p.add_argument("target", nargs="?")
+    p.set_defaults(func=_targets)
+    return parser
+
+
+# -- fuzz ---------------------------------------------------------------------------------------
+
+
+def _fuzz(args) -> int:
+    from pathlib import Path
+
+    from .campaign import CampaignOptions, run_campaign
+    from .profiles import profile_settings
+    from .targets import prepare, resolve, select_variants
+
+    if args.max_examples is not None and args.max_examples < 1:
+        raise UsageError("--max-examples must be at least 1")
+    if args.max_time is not None and args.max_time <= 0:
+        raise UsageError("--max-time must be positive")
+    profile_settings(args.profile)  # validates the profile before anything runs
+    adapter = resolve(args.target)
+    variants = select_variants(adapter, args.variant)  # an unknown variant fails before import
+    prepare(adapter)
+    options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
+                              args.op_timeout, Path(args.corpus), Path(args.reports))
+    started = time.monotonic()
+    with _Display(args.target, quiet=False, to_stderr=args.json) as display:
+        results = run_campaign(adapter, variants, options, observer=display.update)
+    seconds = round(time.monotonic() - started, 2)
+    findings = [f.to_json() for r in results for f in r.findings]
+    if args.json:
+        print(json.dumps({
+            "target": args.target,
+            "variants": [r.variant for r in results],
+            "examples": sum(r.examples for r in results),
+            "operations": sum(r.operations for r in results),
+            "seconds": seconds,
+            "findings": findings,
+            "flaky": [m for r in results for m in r.flaky],
+        }, indent=2, ensure_ascii=False))
+    else:
+        _summary(args.target, results, seconds)
+    return 1 if findings else 0
+
+
+class _Display:
+    """A rich progress display, refreshed by hand: rich's auto-refresh runs a thread, and a
+    parent with threads must not fork workers."""
+
+    def __init__(self, target: str, quiet: bool, to_stderr: bool):
+        from rich.console import Console
+        from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=to_stderr)
+        self.progress = Progress(TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=self.console, auto_refresh=False, transient=False)
+        self.tasks: dict = {}
+        self.target = target
+        self._last = 0.0
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.refresh()
+        self.progress.stop()
+
+    def update(self, event, variant=None, result=None, **data):
+        if variant not in self.tasks:
+            self.tasks[variant] = self.progress.add_task(variant)
+        cats = ", ".join(sorted({f.category for f in result.findings})) or "none"
+        self.progress.update(self.tasks[variant], description=(
+            f"{self.target} [{variant}]  examples {result.examples}  ops {result.operations}  "
+            f"findings: {cats}"))
+        now = time.monotonic()
+        if event == "finding" or now - self._last > 0.2:
+            self._last = now
+            self.progress.refresh()
+
+
+def _summary(target, results, seconds) -> None:
+    print(f"\n{target}: {sum(r.examples for r in results)} examples, "
+          f"{sum(r.operations for r in results)} operations in {seconds}s")
+    for r in results:
+        if not r.findings:
+            print(f"  [{r.variant}] nothing found ({r.examples} examples, {r.operations} ops)")
+        for f in r.findings:
+            mark = "D" if f.verdict == "D" else "✗"
+            print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: {f.report}")
+        for m in r.flaky:
+            print(f"  [{r.variant}] flaky (not reproducible): {m}")
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def _replay(args) -> int:
+    from .corpus import entries
+    from .replay import Replayer
+
+    paths = entries(args.paths or None)
+    if not paths:
+        raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
+    replayer = Replayer(args.op_timeout, args.target)
+    results = [replayer.replay(p) for p in paths]
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        marks = {"FIXED": "+", "FAILED": "x", "CHANGED": "~", "ERROR": "!"}
+        for r in results:
+            print(f"{marks[r.status]} {r.status:7} {r.path}: {r.detail}")
+        counts = {s: sum(r.status == s for r in results) for s in marks}
+        print(", ".join(f"{n} {s.lower()}" for s, n in counts.items()))
+    return 0 if all(r.status == "FIXED" for r in results) else 1
+
+
+# -- explore ------------------------------------------------------------------------------------
+
+
+def _explore(args) -> int:
+    from refmodel import MUTANTS, InvalidWorkflow, Workflow, explore_reference, shortest_exposure
+
+    try:
+        gates = frozenset(int(g) for g in args.gates.split(",") if g.strip())
+        values = tuple(v.strip() for v in args.values.split(",") if v.strip())
+        workflow = Workflow(args.n, gates, values)
+    except (ValueError, InvalidWorkflow) as exc:
+        raise UsageError(f"explore: {exc}") from None
+    if not 1 <= args.depth <= 6:
+        raise UsageError("explore: --depth must lie in 1..6")
+    started = time.monotonic()
+    per_depth = explore_reference(workflow, args.depth)
+    reference = shortest_exposure(workflow, None, args.depth)
+    mutants = {m: shortest_exposure(workflow, m, args.depth) for m in MUTANTS}
+    seconds = round(time.monotonic() - started, 2)
+    missing = [m for m, e in mutants.items() if e is None]
+    config = {**workflow.to_json(), "depth": args.depth}
+    if args.json:
+        print(json.dumps({
+            "config": config,
+            "states": 1 + sum(per_depth),
+            "states_per_depth": per_depth,
+            "reference_divergence": None if reference is None else reference.divergence.detail,
+            "mutants": {m: None if e is None else {
+                "length": e.length, "category": e.divergence.category,
+                "detail": e.divergence.detail, "trace": [op.to_json() for op in e.trace]}
+                for m, e in mutants.items()},
+            "seconds": seconds,
+        }, indent=2))
+    else:
+        print(f"config: n={workflow.n} gates={sorted(workflow.gates)} values={list(values)} "
+              f"depth={args.depth}")
+        print("distinct reference states first reached at depth: "
+              + ", ".join(f"{d + 1}: {c}" for d, c in enumerate(per_depth))
+              + f" (total {1 + sum(per_depth)}, with the empty world)")
+        print("reference: " + ("no divergence at any depth" if reference is None
+                               else f"DIVERGES: {reference.divergence.detail}"))
+        print(f"{'mutant':16} {'len':>3}  {'category':16} shortest exposing trace")
+        for m, e in mutants.items():
+            if e is None:
+                print(f"{m:16} {'-':>3}  NOT EXPOSED within depth {args.depth}")
+                continue
+            ok = "" if e.divergence.category == m else "  (MISLABELLED)"
+            trace = " ; ".join(_op_text(op) for op in e.trace)
+            print(f"{m:16} {e.length:>3}  {e.divergence.category:16} {trace}{ok}")
+        print(f"({seconds}s)")
+    if missing:
+        print(f"resumefuzz: error: mutants not exposed within depth {args.depth}: "
+              f"{', '.join(missing)}", file=sys.stderr)
+    bad = reference is not None or missing or any(
+        e.divergence.category != m for m, e in mutants.items() if e)
+    return 1 if bad else 0
+
+
+def _op_text(op) -> str:
+    doc = op.to_json()
+    parts = [doc["thread"]]
+    for key in ("value", "gate", "new_thread", "how", "values"):
+        if doc.get(key) not in (None, False):
+            parts.append(f"{key}={doc[key]}")
+    crash = doc.get("crash")
+    if crash:
+        parts.append(f"crash={crash['task']}/{crash['phase']}/{crash['kind']}")
+    if doc.get("bad_output"):
+        parts.append(f"bad_output={doc['bad_output']}")
+    return f"{doc['op']}({', '.join(str(p) for p in parts)})"
+
+
+# -- targets ------------------------------------------------------------------------------------
+
+
+def _targets(args) -> int:
+    from .targets import known_targets, resolve
+
+    if not args.target:
+        print("\n".join(known_targets()))
+        return 0
+    adapter = resolve(args.target)
+    for variant in adapter.variants():
+        caps = adapter.capabilities(variant)
+        print(f"{variant.name}: {variant.description}")
+        print(f"  operations: {', '.join(sorted(caps.operations))}")
+        for op, why in sorted(caps.not_expressible.items()):
+            print(f"  n/a {op}: {why}")
+        for d in adapter.deviations(variant):
+            print(f"  D {d.category}: {d.scope} ({d.citation})")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

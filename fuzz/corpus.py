@@ -1,0 +1,83 @@
+"""The regression corpus: one versioned JSON trace per shrunk failure, written atomically.
+
+Layout: ``corpus/<target>/<variant>/<Category>-<fingerprint>.json``.  The fingerprint is
+``sha256(category | target | variant | trace hash)[:12]``, where the trace hash covers the
+workflow and the operations: the same minimal failure found twice is one file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from refmodel import CATEGORY_INFO
+
+from .trace import Finding, Trace, dump_trace, load_trace
+
+CORPUS_DIR = Path("corpus")
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def trace_hash(trace: Trace) -> str:
+    doc = {"workflow": trace.workflow.to_json(), "operations": [o.to_json() for o in trace.operations]}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint(category: str, trace: Trace) -> str:
+    key = f"{category}|{trace.target}|{trace.variant}|{trace_hash(trace)}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def tool_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for dist in ("resumefuzz", "hypothesis"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
+
+
+def entry_from_failure(failure, target: str, variant: str, workflow, versions: dict) -> Trace:
+    """The corpus entry for a (shrunk) failure raised by the machine."""
+    ops = tuple(op for op, _, _ in failure.history)
+    observed = tuple(o for _, o, _ in failure.history)
+    expected = tuple(allowed[0] for _, _, allowed in failure.history)
+    divergence = failure.divergence
+    finding = Finding(divergence.category, CATEGORY_INFO[divergence.category].breaks,
+                      len(ops) - 1, divergence.detail, failure.verdict, failure.citation)
+    trace = Trace(workflow, ops, target, variant, observed, expected, finding, "FAILED",
+                  {**tool_versions(), **versions})
+    created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    return trace.with_(fingerprint=fingerprint(divergence.category, trace), created=created)
+
+
+def entry_path(trace: Trace, root: Path = CORPUS_DIR) -> Path:
+    name = f"{trace.finding.category}-{trace.fingerprint}.json"
+    return Path(root) / slug(trace.target) / slug(trace.variant) / name
+
+
+def save(trace: Trace, root: Path = CORPUS_DIR) -> Path:
+    """Write the entry (atomically); an existing entry of the same fingerprint is kept as is."""
+    path = entry_path(trace, root)
+    if not path.exists():
+        dump_trace(trace, path)
+    return path
+
+
+def entries(paths: list[Path] | None = None, root: Path = CORPUS_DIR) -> list[Path]:
+    """Every ``*.json`` under the given files and directories (default: the corpus)."""
+    out = []
+    for p in map(Path, paths or [root]):
+        out += sorted(p.rglob("*.json")) if p.is_dir() else [p]
+    return out
+
+
+__all__ = ["CORPUS_DIR", "entries", "entry_from_failure", "entry_path", "load_trace", "save"]

@@ -1,0 +1,90 @@
+"""Resolve a target name to a prepared adapter.
+
+``reference`` and ``mutant:<Category>`` are built in (the self-test targets); ``langgraph``,
+``crewai``, ``llamaindex``, ``pydantic-graph`` and ``autogen`` name the framework adapters in this
+repository; anything of the form ``package.module:Class`` is a third-party adapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from adapters.protocol import Adapter, Variant
+from refmodel import MUTANTS
+
+from .errors import TargetUnavailable, UsageError
+from .internal import netguard
+
+FRAMEWORKS = {
+    "langgraph": "adapters.langgraph:LangGraphAdapter",
+    "crewai": "adapters.crewai:CrewAIAdapter",
+    "llamaindex": "adapters.llamaindex:LlamaIndexAdapter",
+    "pydantic-graph": "adapters.pydantic_graph:PydanticGraphAdapter",
+    "autogen": "adapters.autogen:AutoGenAdapter",
+}
+
+
+def known_targets() -> list[str]:
+    return ["reference", *(f"mutant:{m}" for m in MUTANTS), *FRAMEWORKS]
+
+
+def resolve(name: str) -> Adapter:
+    """The adapter for ``name``, not yet prepared; ``UsageError`` for an unknown name."""
+    from adapters.reference import ReferenceAdapter
+
+    if name == "reference":
+        return ReferenceAdapter()
+    if name.startswith("mutant:"):
+        mutant = name.partition(":")[2]
+        if mutant not in MUTANTS:
+            raise UsageError(f"unknown mutant {mutant!r}; expected one of: {', '.join(MUTANTS)}")
+        return ReferenceAdapter(mutant)
+    path = FRAMEWORKS.get(name, name)
+    if ":" not in path:
+        raise UsageError(
+            f"unknown target {name!r}; expected one of: {', '.join(known_targets())}, "
+            "or a dotted path such as mypkg.mod:MyAdapter"
+        )
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if name in FRAMEWORKS:
+            raise TargetUnavailable(f"target {name!r}: its adapter cannot be imported: {exc}") from None
+        raise UsageError(f"target {name!r}: cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise UsageError(f"target {name!r}: {module_name!r} has no attribute {attr!r}")
+    adapter = factory()
+    if not adapter.name:
+        adapter.name = name
+    return adapter
+
+
+def prepare(adapter: Adapter, netguard_log: str | None = None) -> Adapter:
+    """Switch telemetry off, guard the network, then import the framework (once, here)."""
+    for key, value in adapter.environment().items():
+        os.environ[key] = str(value)
+    if netguard_log:
+        os.environ["RESUMEFUZZ_NETGUARD_LOG"] = netguard_log
+    netguard.install()
+    try:
+        adapter.prepare()
+    except ImportError as exc:
+        raise TargetUnavailable(f"target {adapter.name!r}: {exc}") from None
+    return adapter
+
+
+def select_variants(adapter: Adapter, names: list[str] | None) -> list[Variant]:
+    variants = list(adapter.variants())
+    if not names:
+        return variants
+    by_name = {v.name: v for v in variants}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise UsageError(
+            f"target {adapter.name!r} has no variant {unknown[0]!r}; "
+            f"its variants: {', '.join(by_name)}"
+        )
+    return [by_name[n] for n in names]

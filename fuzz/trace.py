@@ -1,0 +1,180 @@
+"""The trace format: a versioned JSON document, validated against its JSON Schema on load.
+
+``fuzz/schemas/trace-v1.schema.json`` is the format's definition (see ``docs/trace-format.md``).
+``load_trace`` refuses bad input with a ``UsageError`` whose one line names the file and the first
+bad field; ``dump_trace`` writes atomically.  Traces are JSON, never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from adapters.protocol import atomic_write_text
+from refmodel import (
+    InvalidOperation,
+    InvalidWorkflow,
+    Model,
+    Observation,
+    Op,
+    Workflow,
+    World,
+    op_from_json,
+)
+
+from .errors import UsageError
+
+FORMAT = "resumefuzz-trace"
+VERSION = 1
+
+
+@cache
+def schema() -> dict:
+    text = resources.files("fuzz").joinpath("schemas/trace-v1.schema.json").read_text()
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The first divergence of a trace: category, property, the step (0-based) and why."""
+
+    category: str
+    property: str
+    step: int
+    detail: str
+    verdict: str = "✗"  # "D" when the adapter documents the weakening
+    citation: str = ""
+
+    def to_json(self) -> dict:
+        doc = {"category": self.category, "property": self.property, "step": self.step,
+               "detail": self.detail, "verdict": self.verdict}
+        if self.citation:
+            doc["citation"] = self.citation
+        return doc
+
+
+@dataclass(frozen=True)
+class Trace:
+    workflow: Workflow
+    operations: tuple  # tuple[Op, ...]
+    target: str = "reference"
+    variant: str = "default"
+    observations: tuple = ()  # what the target observed, one per operation run
+    expected: tuple = ()  # the reference's canonical observation, one per operation run
+    finding: Finding | None = None
+    status: str | None = None  # the replay status recorded when the entry was added
+    versions: dict = field(default_factory=dict)
+    fingerprint: str = ""
+    created: str = ""
+
+    def to_json(self) -> dict:
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "workflow": self.workflow.to_json(),
+            "target": self.target,
+            "variant": self.variant,
+            "operations": [op.to_json() for op in self.operations],
+        }
+        if self.observations:
+            doc["observations"] = [o.to_json() for o in self.observations]
+        if self.expected:
+            doc["expected"] = [o.to_json() for o in self.expected]
+        if self.finding is not None:
+            doc["finding"] = self.finding.to_json()
+        for key in ("status", "fingerprint", "created"):
+            if getattr(self, key):
+                doc[key] = getattr(self, key)
+        if self.versions:
+            doc["versions"] = dict(self.versions)
+        return doc
+
+    def with_(self, **changes) -> Trace:
+        return replace(self, **changes)
+
+
+def parse_trace(doc, source: str = "<trace>") -> Trace:
+    """Validate and decode a trace document; ``UsageError`` names the first bad field."""
+    if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("version") != VERSION:
+        raise UsageError(
+            f"{source}: trace format version {doc.get('version')!r} is not supported "
+            f"(this resumefuzz reads version {VERSION})"
+        )
+    errors = sorted(jsonschema.Draft7Validator(schema()).iter_errors(doc), key=_error_order)
+    if errors:
+        error = jsonschema.exceptions.best_match(errors)
+        where = "/".join(str(p) for p in error.absolute_path) or "(document)"
+        raise UsageError(f"{source}: field {where}: {_short(error.message)}")
+    try:
+        workflow = Workflow.from_json(doc["workflow"])
+        ops = tuple(op_from_json(o) for o in doc["operations"])
+        observations = tuple(Observation.from_json(o) for o in doc.get("observations", ()))
+        expected = tuple(Observation.from_json(o) for o in doc.get("expected", ()))
+    except (InvalidWorkflow, InvalidOperation, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{source}: {exc}") from None
+    finding = doc.get("finding")
+    return Trace(
+        workflow,
+        ops,
+        doc.get("target", "reference"),
+        doc.get("variant", "default"),
+        observations,
+        expected,
+        Finding(**finding) if finding else None,
+        doc.get("status"),
+        dict(doc.get("versions", {})),
+        doc.get("fingerprint", ""),
+        doc.get("created", ""),
+    )
+
+
+def load_trace(path: Path) -> Trace:
+    """Read a trace file; ``UsageError`` (one line, naming the file) when it is not a valid one."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{path}: not JSON: {exc}") from None
+    return parse_trace(doc, str(path))
+
+
+def dump_trace(trace: Trace, path: Path) -> None:
+    """Write ``trace`` atomically (a crash leaves the old file or the new one, never half)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(trace.to_json(), indent=2, ensure_ascii=False) + "\n")
+
+
+def replay_on_model(trace: Trace, mutant: str | None = None) -> list[tuple[Op, Observation]]:
+    """Apply the trace's operations to the refmodel, canonical choices throughout.
+
+    ``UsageError`` when an operation does not apply to the world the earlier ones made.
+    """
+    model = Model(trace.workflow, mutant)
+    world = World()
+    out = []
+    for i, op in enumerate(trace.operations):
+        try:
+            observation, world = model.step(world, op)[0]
+        except InvalidOperation as exc:
+            raise UsageError(f"operation {i} ({op.name}): {exc}") from None
+        out.append((op, observation))
+    return out
+
+
+def _error_order(error) -> tuple:
+    return (len(list(error.absolute_path)), str(list(error.absolute_path)))
+
+
+def _short(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= 160 else message[:157] + "..."
