@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypothesis import Verbosity
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
@@ -79,6 +79,11 @@ def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOpt
 
 
 def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=None):
+    """Run the machine on one variant until the budget is spent.
+
+    After each failure the machine runs again with that category suppressed, on what is left of
+    the budget, so that one frequent category cannot mask the others.
+    """
     result = VariantResult(variant.name)
     session = Session(adapter, variant, options.workdir and Path(options.workdir) / variant.name,
                       Settings(op_timeout=options.op_timeout))
@@ -91,36 +96,58 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             result.operations += 1
         notify_outer(event, variant=variant.name, result=result, **data)
 
-    machine = machine_for(session, observer=notify)
+    budget = max_examples or profile_settings(options.profile).max_examples
+    found: set = set()
     started = time.monotonic()
-    chunk = 0
+    run = 0
     while True:
+        machine = machine_for(session, observer=notify, suppress=frozenset(found))
         overrides = {"verbosity": Verbosity.quiet}
         if max_time is not None:
-            overrides.update(max_examples=max_examples or CHUNK, derandomize=False)
-            machine._hypothesis_internal_use_seed = (options.seed or 0) + chunk
-        elif max_examples is not None:
-            overrides["max_examples"] = max_examples
-        if options.seed is not None and max_time is None:
-            overrides["derandomize"] = False
-            machine._hypothesis_internal_use_seed = options.seed
+            overrides.update(max_examples=CHUNK, derandomize=False)
+            machine._hypothesis_internal_use_seed = (options.seed or 0) + run
+        else:
+            overrides["max_examples"] = budget
+            if options.seed is not None:
+                overrides["derandomize"] = False
+                machine._hypothesis_internal_use_seed = options.seed + run
+        before = result.examples
+        failure = None
         try:
             run_state_machine_as_test(machine, settings=profile_settings(options.profile,
                                                                           **overrides))
-        except Failure as failure:
-            _keep(adapter, variant, failure, options, result, notify_outer)
-        except Flaky as exc:
+        except Failure as exc:
+            failure = exc
+        except FlakyFailure as exc:
+            failure = next((e for e in exc.exceptions if isinstance(e, Failure)), None)
+            if failure is None:
+                raise
+            failure.timing = True
+        except Flaky as exc:  # data generation itself differed: nothing to keep
             result.flaky.append(str(exc).splitlines()[0])
-        chunk += 1
-        if max_time is None or time.monotonic() - started >= max_time:
-            break
+        if failure is not None:
+            _keep(adapter, variant, failure, options, result, notify_outer)
+            found.add(failure.divergence.category)
+        run += 1
+        if max_time is not None:
+            if time.monotonic() - started >= max_time:
+                break
+        else:
+            budget -= result.examples - before
+            if failure is None or budget <= 0:
+                break
     result.seconds = round(time.monotonic() - started, 2)
     return result
+
+
+TRIALS = 5  # replays that measure how often a timing-dependent failure reproduces
 
 
 def _keep(adapter, variant, failure, options, result, notify):
     trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                       dict(adapter.versions()))
+    if getattr(failure, "timing", False):
+        trace = _measure_timing(adapter, trace, options)
     path = corpus.save(trace, options.corpus_dir)
     script = adapter.repro_script(variant, trace.workflow, trace.operations)
     report_file = report.write(trace, path, script, options.reports_dir)
@@ -129,3 +156,16 @@ def _keep(adapter, variant, failure, options, result, notify):
     if not any(f.category == found.category and f.length <= found.length for f in result.findings):
         result.findings = [f for f in result.findings if f.category != found.category] + [found]
     notify("finding", variant=variant.name, result=result, found=found)
+
+
+def _measure_timing(adapter, trace, options):
+    """A failure Hypothesis could not reproduce every time depends on timing: say so, with the
+    rate at which it reproduces over ``TRIALS`` replays."""
+    from .replay import Replayer
+
+    replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
+    statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
+    again = sum(s == "FAILED" for s in statuses)
+    detail = f"timing-dependent (reproduced {again}/{TRIALS} replays): {trace.finding.detail}"
+    return trace.with_(finding=trace.finding.__class__(**{**trace.finding.__dict__,
+                                                          "detail": detail}))

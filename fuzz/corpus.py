@@ -74,6 +74,8 @@ def save(trace: Trace, root: Path = CORPUS_DIR) -> Path:
 
 def entries(paths: list[Path] | None = None, root: Path = CORPUS_DIR) -> list[Path]:
     """Every ``*.json`` under the given files and directories (default: the corpus)."""
+    if not paths and not Path(root).exists():
+        return []
     out = []
     for p in map(Path, paths or [root]):
         out += sorted(p.rglob("*.json")) if p.is_dir() else [p]

@@ -38,8 +38,8 @@ class ReplayResult:
 class Replayer:
     """Prepares each target once, then replays entries on it."""
 
-    def __init__(self, op_timeout: float = 30.0, target: str | None = None):
-        self._adapters: dict = {}
+    def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None):
+        self._adapters: dict = dict(adapters or {})  # name -> an adapter prepared already
         self.op_timeout = op_timeout
         self.target = target  # replay on this target instead of the entry's own
 
@@ -53,13 +53,20 @@ class Replayer:
         try:
             trace = load_trace(path)
             recorded = trace.finding.category if trace.finding else None
+            return self.replay_trace(trace, str(path))
+        except (ResumefuzzError, InvalidOperation) as exc:
+            return ReplayResult(str(path), "ERROR", recorded, None, str(exc))
+
+    def replay_trace(self, trace, path: str = "<trace>") -> ReplayResult:
+        recorded = trace.finding.category if trace.finding else None
+        try:
             adapter = self._adapter(self.target or trace.target)
             variant = trace.variant if self.target is None else None
             variants = select_variants(adapter, [variant] if variant else None)
             session = Session(adapter, variants[0], settings=Settings(op_timeout=self.op_timeout))
             return self._run(path, trace, session, recorded)
         except (ResumefuzzError, InvalidOperation) as exc:
-            return ReplayResult(str(path), "ERROR", recorded, None, str(exc))
+            return ReplayResult(path, "ERROR", recorded, None, str(exc))
 
     def _run(self, path, trace, session, recorded) -> ReplayResult:
         model, world = Model(trace.workflow), World()

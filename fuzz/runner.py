@@ -296,6 +296,8 @@ class CaseRunner:
 
     def _cleanup(self, workdir: Path) -> None:
         """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent)."""
+        if type(self.session.adapter).cleanup is Adapter.cleanup:
+            return  # nothing to clean outside the directory: spare the fork
         process = _ctx.Process(
             target=_cleanup, args=(self.session.adapter, self.session.variant, workdir), daemon=True
         )

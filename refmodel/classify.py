@@ -80,7 +80,7 @@ def classify(
             return Divergence("DoubleConsume", f"gate(s) {again} consumed a second time")
 
     # PrefixReplay (R9, EO): resuming fires again tasks that completed before the gate.
-    if isinstance(op, Resume | Fork):
+    if isinstance(op, Resume | Fork | Race):  # racers resume too
         base = done
         if isinstance(op, Fork):
             base = set(thread.checkpoint(op.gate).done) if thread.checkpoint(op.gate) else set()
@@ -98,9 +98,12 @@ def classify(
     # Stuck (R6, LV): no answer in time, or recovery after a crash refused.
     if observed.outcome == "stuck":
         return Divergence("Stuck", f"{op.name} did not answer within its time limit")
-    if isinstance(op, Recover | TwinRecover) and thread is not None and thread.needs_recovery:
-        if observed.outcome == "rejected" and canonical is not None and canonical.outcome != "rejected":
-            return Divergence("Stuck", "recovery after a crash was refused")
+    # A crashed thread must be able to go on: recovering it, or answering the gate it was
+    # consuming when it died, is never refused where the reference goes on (LV).
+    if isinstance(op, Recover | TwinRecover | Resume | Race) and thread is not None \
+            and thread.needs_recovery and canonical is not None and canonical.outcome != "rejected":
+        if observed.outcome.split("|")[0] == "rejected" and not fired:
+            return Divergence("Stuck", f"{op.name} after a crash was refused")
 
     # StateMismatch (PC): the run matched, the persisted state does not.
     if any(

@@ -252,7 +252,7 @@ class Model:
             bad_output=getattr(op, "bad_output", None),
             persist_bad=self.mutant == "InvalidPersist",
             misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
-            replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
+            replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume | Race),
         )
         result = cut(events, getattr(op, "crash", None))
         after_thread = self._after(thread, result, answer)
@@ -349,8 +349,12 @@ def forge(workflow: Workflow, durable: Durable) -> Durable:
         answers[task] = other
         return replace(durable, answers=sorted_pairs(answers.items()))
     if durable.frontier < workflow.n:
-        return Durable(durable.done + (durable.frontier + 1,), durable.answers)
-    return Durable(durable.done[:-1], durable.answers)
+        task = durable.frontier + 1  # marked done, though it never ran (a gate gets an answer)
+        answers = dict(durable.answers)
+        if task in workflow.gates:
+            answers[task] = workflow.values[0]
+        return Durable(durable.done + (task,), sorted_pairs(answers.items()))
+    return Durable(durable.done[:-1], tuple((t, v) for t, v in durable.answers if t != durable.done[-1]))
 
 
 __all__ = ["BAD", "Model", "ThreadModel", "World", "forge"]

@@ -40,8 +40,10 @@ def pc(workflow: Workflow, history: list[Step]) -> int | None:
             return i
         if step.observed.outcome in ("interrupted", "completed"):
             branch = _branch(step)
-            if any(b == branch and t not in state.done for b, t, _ in step.observed.effects):
-                return i
+            for b, t, v in step.observed.effects:
+                # Reflected: the task is done, and a gate's answer is the value it fired with.
+                if b == branch and (t not in state.done or (v is not None and state.answer(t) != v)):
+                    return i
     return None
 
 

@@ -1,0 +1,134 @@
+"""The worker machinery, on the reference target: barriers, ledger, races, twins, time limits."""
+
+import os
+import signal
+
+import pytest
+
+from adapters.protocol import Capabilities, Case
+from adapters.reference import ReferenceAdapter, ReferenceCase
+from fuzz.runner import Session, Settings
+from refmodel import (
+    CrashAt,
+    Fork,
+    Query,
+    Race,
+    Recover,
+    Resume,
+    Start,
+    Tamper,
+    TwinRecover,
+    Workflow,
+)
+
+WF = Workflow(3, {2}, ("a", "b"))
+
+
+@pytest.fixture
+def runner(tmp_path):
+    adapter = ReferenceAdapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(keep_cases=True))
+    r = session.case(WF)
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize("phase, fired", [
+    ("before_effect", []),
+    ("in_flight", [("t0", 1, None)]),
+    ("after_commit", [("t0", 1, None)]),
+])
+def test_sigkill_kills_the_worker_inside_the_intended_task_and_phase(runner, phase, fired):
+    killed = runner._worker()
+    obs = runner.apply(Start("t0", crash=CrashAt(1, phase, "sigkill")))
+    assert obs.outcome == "crashed"
+    assert list(obs.effects) == fired  # the ledger survived the SIGKILL
+    assert killed.process.exitcode == -signal.SIGKILL
+    # The state was read, and the next operation runs, in a fresh worker on the same store.
+    assert runner.worker is not killed and runner.worker.alive()
+    assert obs.state.done == ((1,) if phase == "after_commit" else ())
+    again = runner.apply(Recover("t0"))
+    assert again.outcome == "interrupted"
+
+
+def test_exception_crash_keeps_the_worker(runner):
+    pid = runner._worker().process.pid
+    obs = runner.apply(Start("t0", crash=CrashAt(1, "in_flight", "exception")))
+    assert obs.outcome == "crashed" and obs.effects == (("t0", 1, None),)
+    assert runner.worker.process.pid == pid and runner.worker.alive()
+
+
+def test_ledger_rows_match_the_effects_of_each_operation(runner):
+    runner.apply(Start("t0"))
+    obs = runner.apply(Resume("t0", value="b"))
+    assert obs.effects == (("t0", 2, "b"), ("t0", 3, None))
+    assert runner.ledger.rows(1) == [("t0", 1, None)]
+    assert runner.ledger.rows(2) == [("t0", 2, "b"), ("t0", 3, None)]
+
+
+def test_race_runs_k_processes_on_one_store(runner):
+    runner.apply(Start("t0"))
+    obs = runner.apply(Race("t0", values=("a", "a", "a"), forced=True))
+    pids = runner.ledger.db.execute("select distinct pid from effects where seq = 2").fetchall()
+    assert len(pids) == 1  # one winner wrote the effects...
+    racers = runner.ledger.db.execute("select distinct racer from effects where seq = 2").fetchall()
+    assert racers[0][0] in (1, 2, 3)
+    assert sorted(obs.outcome.split("|")) == ["completed", "rejected", "rejected"]  # ...of three
+
+
+def test_twin_recover_clones_the_store_byte_for_byte(runner, tmp_path):
+    runner.apply(Start("t0", crash=CrashAt(1, "after_commit", "sigkill")))
+    store = {p.name: p.read_bytes() for p in runner.workdir.iterdir()}
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    status, reply = runner._worker().call(("clone", str(clone)), 10)
+    assert status == "reply" and reply[0] == "ok"
+    assert {p.name: p.read_bytes() for p in clone.iterdir()} == store
+    obs = runner.apply(TwinRecover("t0"))
+    assert obs.twin is not None and obs.twin.outcome == obs.outcome == "interrupted"
+
+
+@pytest.mark.parametrize("how", ["corrupt", "invalid", "forged"])
+def test_tamper_really_changes_what_is_stored(runner, how):
+    runner.apply(Start("t0"))
+    head = runner.workdir / "t0.head.json"
+    before = head.read_bytes()
+    runner.apply(Tamper("t0", how=how))
+    assert head.read_bytes() != before
+    assert runner.apply(Resume("t0", value="a")).outcome == "rejected"
+
+
+def test_fork_branch_is_queryable(runner):
+    runner.apply(Start("t0"))
+    runner.apply(Fork("t0", gate=2, value="b", new_thread="f1"))
+    obs = runner.apply(Query("f1"))
+    assert obs.state.answers == ((2, "b"),) and obs.state.status == "completed"
+
+
+class _Hangs(ReferenceCase):
+    def run(self, op, hooks):
+        os.read(os.pipe()[0], 1)  # blocks forever: an operation that never answers
+
+
+class _HangingAdapter(ReferenceAdapter):
+    def open(self, variant, workflow, workdir):
+        return _Hangs(workflow, workdir, None)
+
+
+def test_an_operation_that_does_not_answer_is_stuck_and_its_worker_killed(tmp_path):
+    adapter = _HangingAdapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=1.0))
+    runner = session.case(WF)
+    try:
+        obs = runner.apply(Start("t0"))
+        assert obs.outcome == "stuck"
+        assert runner.worker is not None
+    finally:
+        runner.close()
+
+
+def test_protocol_defaults_declare_everything_expressible():
+    caps = Capabilities()
+    assert "race" in caps.operations and caps.intents == {"resume": "RETRY", "fork": "FORK"}
+    with pytest.raises(NotImplementedError):
+        Case().run(None, None)

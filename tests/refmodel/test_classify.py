@@ -1,0 +1,64 @@
+"""The classifier: equal observations get no category; first match in section 5's order."""
+
+from refmodel import (
+    CATEGORIES,
+    Model,
+    Observation,
+    Recover,
+    Start,
+    StateView,
+    Workflow,
+    World,
+    classify,
+)
+
+WF = Workflow(2, set(), ("a", "b"))
+
+
+def _start():
+    model = Model(WF)
+    allowed = model.step(World(), Start("t0"))
+    return model, [o for o, _ in allowed]
+
+
+def test_an_allowed_observation_gets_no_category():
+    model, allowed = _start()
+    assert classify(model, World(), Start("t0"), allowed, allowed[0]) is None
+
+
+def test_state_only_divergence_is_state_mismatch():
+    model, allowed = _start()
+    observed = Observation("completed", allowed[0].effects, StateView("incomplete", (1,), (), None))
+    assert classify(model, World(), Start("t0"), allowed, observed).category == "StateMismatch"
+
+
+def test_schema_breaking_state_is_invalid_persist():
+    model, allowed = _start()
+    observed = Observation("completed", allowed[0].effects, StateView("completed", (1, "x"), (), None))
+    assert classify(model, World(), Start("t0"), allowed, observed).category == "InvalidPersist"
+
+
+def test_no_answer_is_stuck():
+    model, allowed = _start()
+    observed = Observation("stuck", (), StateView("new"))
+    assert classify(model, World(), Start("t0"), allowed, observed).category == "Stuck"
+
+
+def test_unexplained_divergence_is_unclassified_never_hidden():
+    model, allowed = _start()
+    observed = Observation("rejected", (), StateView("new"))
+    assert classify(model, World(), Start("t0"), allowed, observed).category == "Unclassified"
+
+
+def test_recovery_refiring_completed_work_is_replay():
+    model = Model(WF)
+    from refmodel import CrashAt
+
+    _, world = model.step(World(), Start("t0", crash=CrashAt(1, "after_commit")))[0]
+    allowed = [o for o, _ in model.step(world, Recover("t0"))]
+    observed = Observation("completed", (("t0", 1, None), ("t0", 2, None)), allowed[0].state)
+    assert classify(model, world, Recover("t0"), allowed, observed).category == "Replay"
+
+
+def test_categories_keep_the_contracts_order():
+    assert CATEGORIES[0] == "Replay" and CATEGORIES[-2:] == ("StateMismatch", "Unclassified")
