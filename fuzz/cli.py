@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 even when something was found (campaign jobs that collect "
+                        "findings); usage and environment errors still exit 2")
     p.set_defaults(func=_fuzz)
 
     p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
@@ -112,7 +115,7 @@ def _fuzz(args) -> int:
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
-    return 1 if findings else 0
+    return 1 if findings and not args.exit_zero else 0
 
 
 class _Display:

@@ -38,6 +38,15 @@ def classify(
     fired = [(t, v) for b, t, v in observed.effects if b == branch]
     canonical = allowed[0] if allowed else None
 
+    # A tampered store explains everything that follows it: whatever else the run then did
+    # (re-fired a task the forgery un-did, say), the cause is that it ran on (docs/semantics.md).
+    if thread is not None and thread.tampered and not isinstance(op, Fork):
+        if observed.outcome.replace("rejected", "").strip("|") or fired:
+            return Divergence(
+                "InvalidPersist",
+                f"{thread.tampered}: tampered state used silently ({observed.outcome})",
+            )
+
     # Replay (R1, EO): recovery fires again the effect of a task that had durably completed.
     if isinstance(op, Recover | TwinRecover):
         again = sorted({t for t, _ in fired if t in done})
@@ -53,11 +62,6 @@ def classify(
             return Divergence("ForkIgnore", f"fork with {op.value!r} at gate {op.gate} got {got!r}")
 
     # InvalidPersist (R3, CV): tampered state used, a bad output accepted, invalid state persisted.
-    source_tampered = thread is not None and thread.tampered
-    if source_tampered and (observed.outcome.replace("rejected", "").strip("|") or fired):
-        return Divergence(
-            "InvalidPersist", f"{thread.tampered}: tampered state used silently ({observed.outcome})"
-        )
     bad = getattr(op, "bad_output", None)
     if bad is not None and canonical is not None and canonical.outcome == "rejected":
         if observed.outcome != "rejected":
