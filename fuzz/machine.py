@@ -13,6 +13,8 @@ so a shrunk trace is always one the reference gives a meaning to.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -51,6 +53,9 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     the others instead of re-finding the first (one frequent category masks the rest).
     """
     caps: Capabilities = session.adapter.capabilities(session.variant)
+    if session.settings.mode == "inprocess":  # no worker to kill, no processes to race
+        caps = replace(caps, crash_kinds=caps.crash_kinds - {"sigkill"},
+                       operations=caps.operations - {"race"})
     deviations = {d.category: d for d in session.adapter.deviations(session.variant)}
     notify = observer or (lambda event, **data: None)
 

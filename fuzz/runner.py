@@ -34,13 +34,22 @@ from .errors import EngineError
 from .internal.hooks import EngineHooks
 from .internal.ledger import Ledger
 
-_ctx = multiprocess.get_context("fork")
+_contexts = {"fork": multiprocess.get_context("fork"), "spawn": multiprocess.get_context("spawn")}
+_ctx = _contexts["fork"]
+
+
+MODES = ("fork", "spawn", "inprocess")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     op_timeout: float = 30.0  # seconds an operation may take before it is ``stuck``
     keep_cases: bool = False  # keep each case's directory (stores, ledger) after it closes
+    # ``fork``: workers forked from the prepared parent (the default).  ``spawn``: a fresh
+    # interpreter per worker, which imports the framework again (cold-start checks, benchmarks).
+    # ``inprocess``: no worker at all, for benchmarks and debugging; no SIGKILL crash points, no
+    # races, no time limit.
+    mode: str = "fork"
 
 
 class Session:
@@ -54,6 +63,8 @@ class Session:
                 f"{type(adapter).__name__}: the parent has {threading.active_count()} threads "
                 "before forking workers; prepare() must import, never run, the framework"
             )
+        if settings.mode not in MODES:
+            raise EngineError(f"Settings.mode must be one of {MODES}, got {settings.mode!r}")
         self.adapter, self.variant, self.settings = adapter, variant, settings
         self.root = Path(root or tempfile.mkdtemp(prefix="resumefuzz-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -69,18 +80,15 @@ class _Worker:
     """A forked child that opened the case on ``workdir`` and serves commands over a pipe."""
 
     def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
-        self.barrier_r, barrier_w = os.pipe()
-        block_r, self.block_w = os.pipe()
-        self.conn, child_conn = _ctx.Pipe()
-        self.process = _ctx.Process(
+        ctx = _contexts[session.settings.mode]
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(
             target=_serve,
             args=(child_conn, session.adapter, session.variant, workflow, workdir, ledger_path,
-                  barrier_w, block_r),
+                  ctx is not _ctx),
             daemon=True,
         )
         self.process.start()
-        os.close(barrier_w)
-        os.close(block_r)
         child_conn.close()
 
     def call(self, message, timeout: float):
@@ -95,25 +103,22 @@ class _Worker:
     def wait(self, timeout: float):
         deadline = time.monotonic() + timeout
         sentinel = self.process.sentinel
-        watch = [self.conn, self.barrier_r, sentinel]
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 return ("timeout", None)
-            ready, _, _ = select.select(watch, [], [], remaining)
-            if self.barrier_r in ready:
-                if os.read(self.barrier_r, 1):
-                    self.kill()
-                    return ("killed", None)
-                watch.remove(self.barrier_r)  # EOF: the worker exited; its reply decides
-                continue
+            ready, _, _ = select.select([self.conn, sentinel], [], [], remaining)
             if self.conn in ready:
                 try:
-                    return ("reply", self.conn.recv())
+                    message = self.conn.recv()
                 except (EOFError, OSError):
                     self.kill()
                     return ("died", None)
+                if message == ("barrier",):  # a sigkill crash point: the worker waits to die
+                    self.kill()
+                    return ("killed", None)
+                return ("reply", message)
             if sentinel in ready:
                 self.kill()
                 return ("died", None)
@@ -125,11 +130,6 @@ class _Worker:
         if self.process.pid and self.process.is_alive():
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.join(5)
-        for fd in (self.barrier_r, self.block_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
         self.conn.close()
 
     def stop(self, timeout: float) -> None:
@@ -140,6 +140,32 @@ class _Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+
+
+class _LocalWorker:
+    """The ``inprocess`` mode's stand-in for a worker: same commands, run in this process."""
+
+    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
+        self.ledger = Ledger(ledger_path)
+        self.case = session.adapter.open(session.variant, workflow, Path(workdir))
+        self._open = True
+
+    def call(self, message, timeout: float):
+        if message[0] == "close":
+            self.stop(0)
+            return ("died", None)
+        return ("reply", _handle(self.case, self.ledger, message))
+
+    def alive(self) -> bool:
+        return self._open
+
+    def stop(self, timeout: float) -> None:
+        if self._open:
+            self._open = False
+            self.case.close()
+            self.ledger.close()
+
+    kill = stop
 
 
 class CaseRunner:
@@ -161,10 +187,11 @@ class CaseRunner:
         return self.session.settings.op_timeout
 
     def _worker(self, workdir: Path | None = None) -> _Worker:
+        make = _LocalWorker if self.session.settings.mode == "inprocess" else _Worker
         if workdir is not None:
-            return _Worker(self.session, self.workflow, workdir, self.ledger_path)
+            return make(self.session, self.workflow, workdir, self.ledger_path)
         if self.worker is None or not self.worker.alive():
-            self.worker = _Worker(self.session, self.workflow, self.workdir, self.ledger_path)
+            self.worker = make(self.session, self.workflow, self.workdir, self.ledger_path)
         return self.worker
 
     # -- the operations -----------------------------------------------------------------------
@@ -326,21 +353,29 @@ def _branch(op: Op) -> str:
 # -- the worker side ---------------------------------------------------------------------------
 
 
-def _serve(conn, adapter, variant, workflow, workdir, ledger_path, barrier_w, block_r):
-    """The worker's loop: open the case, then serve commands until told to close."""
+def _serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
+    """The worker's loop: open the case, then serve commands until told to close.
+
+    ``fresh``: a spawned interpreter, which must set the environment and import the framework
+    itself (a forked worker inherits both from the parent)."""
+    if fresh:
+        from .targets import prepare
+
+        prepare(adapter)
     ledger = Ledger(ledger_path)
     case = adapter.open(variant, workflow, Path(workdir))
+
+    def barrier():
+        conn.send(("barrier",))
+        conn.recv()  # nothing ever comes: the parent kills this process
+
     try:
         while True:
             message = conn.recv()
             kind = message[0]
             if kind == "close":
                 break
-            if kind == "run":
-                _, op_doc, seq, branch, racer = message
-                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier_w,
-                                  block_r, racer))
-            elif kind == "race":
+            if kind == "race":
                 _, op_doc, seq, branch, racer, forced = message
                 conn.send(("opened",))
                 conn.recv()  # go
@@ -349,15 +384,10 @@ def _serve(conn, adapter, variant, workflow, workdir, ledger_path, barrier_w, bl
                     conn.send(("read",))
                     conn.recv()
 
-                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier_w,
-                                  block_r, racer, ready if forced else None))
+                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier,
+                                  racer, ready if forced else None))
                 break
-            elif kind == "query":
-                conn.send(_guarded(lambda: case.query(message[1]).to_json()))
-            elif kind == "tamper":
-                conn.send(_guarded(lambda: case.tamper(message[1], message[2])))
-            elif kind == "clone":
-                conn.send(_guarded(lambda: case.clone_store(Path(message[1]))))
+            conn.send(_handle(case, ledger, message, barrier))
     finally:
         try:
             case.close()
@@ -365,9 +395,24 @@ def _serve(conn, adapter, variant, workflow, workdir, ledger_path, barrier_w, bl
             ledger.close()
 
 
-def _run_op(case, op, seq, branch, ledger, barrier_w, block_r, racer, ready=None):
-    hooks = EngineHooks(op, seq=seq, branch=branch, ledger=ledger, barrier_fd=barrier_w,
-                        block_fd=block_r, racer=racer, race_ready=ready)
+def _handle(case, ledger, message, barrier=None):
+    """One command of a case: ``run``, ``query``, ``tamper`` or ``clone``; returns the reply."""
+    kind = message[0]
+    if kind == "run":
+        _, op_doc, seq, branch, racer = message
+        return _run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier, racer)
+    if kind == "query":
+        return _guarded(lambda: case.query(message[1]).to_json())
+    if kind == "tamper":
+        return _guarded(lambda: case.tamper(message[1], message[2]))
+    if kind == "clone":
+        return _guarded(lambda: case.clone_store(Path(message[1])))
+    raise EngineError(f"unknown worker command {kind!r}")
+
+
+def _run_op(case, op, seq, branch, ledger, barrier, racer, ready=None):
+    hooks = EngineHooks(op, seq=seq, branch=branch, ledger=ledger, barrier=barrier, racer=racer,
+                        race_ready=ready)
     try:
         outcome = case.run(op, hooks)
         hooks.run_returned()

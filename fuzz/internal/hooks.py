@@ -1,8 +1,9 @@
 """The engine's implementation of ``adapters.protocol.Hooks``: crash points, effects, races.
 
 A crash point fires at most once per operation.  ``exception`` raises ``CrashInjected`` inside the
-task.  ``sigkill`` writes one byte to the barrier pipe and blocks on a pipe nobody writes: the
-parent, waiting in ``select`` on the barrier, kills the worker by PID.  No sleep, no timing window.
+task.  ``sigkill`` calls ``barrier``, which tells the parent over the worker's pipe and blocks
+waiting for an answer that never comes: the parent, waiting in ``select``, kills the worker by PID.
+No sleep, no timing window.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ class EngineHooks(Hooks):
         seq: int,
         branch: str,
         ledger,
-        barrier_fd: int | None = None,
-        block_fd: int | None = None,
+        barrier=None,
         racer: int = 0,
         race_ready=None,
     ):
         self.crash = getattr(op, "crash", None)
         self.bad = getattr(op, "bad_output", None)
         self.seq, self.branch, self.ledger, self.racer = seq, branch, ledger, racer
-        self.barrier_fd, self.block_fd = barrier_fd, block_fd
+        self.barrier = barrier
         self._race_ready = race_ready
         self.fired = 0  # the in-process counter, cross-checked against the ledger
         self._last_effect: int | None = None
@@ -70,9 +70,7 @@ class EngineHooks(Hooks):
         self._crashed = True
         if crash.kind == "exception":
             raise CrashInjected(f"injected crash at task {task}, {phase}")
-        if self.barrier_fd is None:
-            # No parent is watching (an in-process test): die as SIGKILL would, at once.
-            os.kill(os.getpid(), signal.SIGKILL)
-        os.write(self.barrier_fd, b"K")
-        os.read(self.block_fd, 1)  # never returns: the parent kills us here
-        os.kill(os.getpid(), signal.SIGKILL)  # the parent went away: die anyway
+        if self.barrier is not None:
+            self.barrier()  # never returns: the parent kills us here
+        # No parent is watching (an in-process test), or it went away: die as SIGKILL would.
+        os.kill(os.getpid(), signal.SIGKILL)
