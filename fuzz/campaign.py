@@ -18,7 +18,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
 
-from . import corpus, report
+from . import corpus, evidence, report
 from .failures import Failure
 from .machine import machine_for
 from .profiles import profile_settings
@@ -60,7 +60,10 @@ class CampaignOptions:
     op_timeout: float = 30.0
     corpus_dir: Path = corpus.CORPUS_DIR
     reports_dir: Path = report.REPORTS_DIR
+    results_dir: Path | None = None  # record evidence for the matrix here (fuzz.evidence)
     workdir: Path | None = None
+    stop_on_finding: bool = False  # end a variant's campaign at its first finding
+    mode: str = "fork"  # the runner's process mode (fuzz.runner.MODES)
 
 
 def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOptions,
@@ -73,8 +76,10 @@ def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOpt
     if share_examples is None and share_time is None:
         share_examples = None  # the profile's max_examples
     for variant in variants:
-        results.append(fuzz_variant(adapter, variant, options, share_examples, share_time,
-                                    observer))
+        result = fuzz_variant(adapter, variant, options, share_examples, share_time, observer)
+        if options.results_dir is not None:
+            evidence.record(adapter, variant, result, options.results_dir)
+        results.append(result)
     return results
 
 
@@ -86,7 +91,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
     """
     result = VariantResult(variant.name)
     session = Session(adapter, variant, options.workdir and Path(options.workdir) / variant.name,
-                      Settings(op_timeout=options.op_timeout))
+                      Settings(op_timeout=options.op_timeout, mode=options.mode))
     notify_outer = observer or (lambda event, **data: None)
 
     def notify(event, **data):
@@ -104,7 +109,13 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
         machine = machine_for(session, observer=notify, suppress=frozenset(found))
         overrides = {"verbosity": Verbosity.quiet}
         if max_time is not None:
-            overrides.update(max_examples=CHUNK, derandomize=False)
+            # Size the chunk to the time left at the rate seen so far: a chunk of slow examples
+            # would otherwise run far past the time box.
+            elapsed = time.monotonic() - started
+            rate = result.examples / elapsed if result.examples and elapsed > 0 else None
+            left = max(0.0, max_time - elapsed)
+            chunk = CHUNK if rate is None else max(1, min(CHUNK, int(left * rate)))
+            overrides.update(max_examples=chunk if run else min(CHUNK, 5), derandomize=False)
             machine._hypothesis_internal_use_seed = (options.seed or 0) + run
         else:
             overrides["max_examples"] = budget
@@ -128,6 +139,8 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
         if failure is not None:
             _keep(adapter, variant, failure, options, result, notify_outer)
             found.add(failure.divergence.category)
+            if options.stop_on_finding:
+                break
         run += 1
         if max_time is not None:
             if time.monotonic() - started >= max_time:

@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds an operation may take before it counts as stuck (default 30)")
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="where campaign evidence for the matrix is recorded (default results/)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when something was found (campaign jobs that collect "
@@ -71,6 +73,34 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=3, help="operations per sequence (default 3)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_explore)
+
+    p = sub.add_parser("nightly", help="campaigns on every installed target, replay, matrix")
+    p.add_argument("--targets", nargs="+", metavar="T",
+                   help="targets (default: reference and every installed framework adapter)")
+    p.add_argument("--per-campaign", type=float, default=600.0, metavar="S",
+                   help="seconds per target-variant campaign, at most (default 600)")
+    p.add_argument("--total", type=float, default=3600.0, metavar="S",
+                   help="seconds for all campaigns together (default 3600)")
+    p.add_argument("--max-examples", type=int, metavar="N",
+                   help="a fixed example budget per campaign instead of a time budget")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="campaigns run at once")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--profile", choices=("dev", "ci", "nightly"), default="nightly")
+    p.add_argument("--op-timeout", type=float, default=60.0, metavar="S")
+    p.add_argument("--corpus", default="corpus", metavar="DIR")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR")
+    p.add_argument("--results", default="results", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.set_defaults(func=_nightly)
+
+    p = sub.add_parser("matrix", help="render the conformance matrix from evidence and corpus")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="only these targets")
+    p.add_argument("--format", choices=("md", "html", "json"), default="md")
+    p.add_argument("--results", default="results", metavar="DIR", help="evidence directory")
+    p.add_argument("--corpus", default="corpus", metavar="DIR")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR")
+    p.add_argument("--output", metavar="FILE", help="write here (links made relative to it)")
+    p.set_defaults(func=_matrix)
 
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
@@ -97,7 +127,8 @@ def _fuzz(args) -> int:
     variants = select_variants(adapter, args.variant)  # an unknown variant fails before import
     prepare(adapter)
     options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
-                              args.op_timeout, Path(args.corpus), Path(args.reports))
+                              args.op_timeout, Path(args.corpus), Path(args.reports),
+                              Path(args.results))
     started = time.monotonic()
     with _Display(args.target, quiet=False, to_stderr=args.json) as display:
         results = run_campaign(adapter, variants, options, observer=display.update)
@@ -260,6 +291,68 @@ def _op_text(op) -> str:
     if doc.get("bad_output"):
         parts.append(f"bad_output={doc['bad_output']}")
     return f"{doc['op']}({', '.join(str(p) for p in parts)})"
+
+
+# -- nightly ------------------------------------------------------------------------------------
+
+
+def _nightly(args) -> int:
+    from pathlib import Path
+
+    from .nightly import NightlyOptions, run_nightly
+
+    if args.jobs < 1 or args.per_campaign <= 0 or args.total <= 0:
+        raise UsageError("--jobs, --per-campaign and --total must be positive")
+    if args.targets:
+        from .targets import resolve
+
+        for name in args.targets:
+            resolve(name)  # an unknown target is a usage error before anything runs
+    options = NightlyOptions(args.targets, args.per_campaign, args.total, args.max_examples,
+                             args.jobs, args.seed, args.profile, args.op_timeout,
+                             Path(args.corpus), Path(args.reports), Path(args.results),
+                             Path(args.results) / "matrix")
+    log = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    summary = run_nightly(options, log=log)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2, ensure_ascii=False))
+    else:
+        found = sum(len(c.get("findings", [])) for c in summary.campaigns)
+        print(f"nightly: {len(summary.campaigns)} campaigns, {found} findings, "
+              f"{len(summary.replays)} entries replayed, {len(summary.changed)} changed, "
+              f"{len(summary.unavailable)} targets not installed here; "
+              f"matrix: {', '.join(summary.matrix)} ({summary.seconds}s)")
+    errors = [c for c in summary.campaigns if "error" in c]
+    return 2 if errors else 0
+
+
+# -- matrix -------------------------------------------------------------------------------------
+
+
+def _matrix(args) -> int:
+    import os
+    from pathlib import Path
+
+    from adapters.protocol import atomic_write_text
+
+    from .matrix import build, render
+
+    rows = build(args.targets or None, Path(args.results), Path(args.corpus), Path(args.reports))
+    if not rows:
+        raise UsageError(f"no evidence under {args.results}/ and no findings under {args.corpus}/: "
+                         "run a campaign first (resumefuzz fuzz TARGET)")
+    if args.output:
+        base = Path(args.output).resolve().parent
+        for row in rows:
+            for cell in row.cells.values():
+                if cell.link:
+                    cell.link = os.path.relpath(Path(cell.link).resolve(), base)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(args.output), render(rows, args.format))
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(render(rows, args.format))
+    return 0
 
 
 # -- targets ------------------------------------------------------------------------------------

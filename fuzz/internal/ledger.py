@@ -7,6 +7,8 @@ the ledger, not the dying process, says what fired (Jepsen's history, Elle's uni
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 from pathlib import Path
 
 import sqlite_utils
@@ -24,7 +26,10 @@ SCHEMA = {
 class Ledger:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.db = sqlite_utils.Database(self.path)
+        # Frameworks run task bodies in worker threads (LangGraph's @task, CrewAI's methods):
+        # effects arrive from threads other than the one that opened the ledger.
+        self._lock = threading.Lock()
+        self.db = sqlite_utils.Database(sqlite3.connect(self.path, check_same_thread=False))
         self.db.conn.execute("PRAGMA journal_mode=WAL")
         self.db.conn.execute("PRAGMA busy_timeout=30000")
         if "effects" not in self.db.table_names():
@@ -35,10 +40,11 @@ class Ledger:
                     raise
 
     def fire(self, seq: int, branch: str, task: int, value: str | None, racer: int = 0) -> None:
-        self.db["effects"].insert(
-            {"seq": seq, "branch": branch, "task": task, "value": value, "pid": os.getpid(),
-             "racer": racer}
-        )
+        with self._lock:
+            self.db["effects"].insert(
+                {"seq": seq, "branch": branch, "task": task, "value": value,
+                 "pid": os.getpid(), "racer": racer}
+            )
 
     def rows(self, seq: int) -> list[tuple]:
         """``(branch, task, value)`` for every firing during operation ``seq``."""

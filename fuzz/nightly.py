@@ -1,0 +1,186 @@
+"""The nightly run: campaigns on every installed target, a full corpus replay, the matrix.
+
+1. For each target (default: every framework adapter installed in this environment, plus
+   ``reference``), a time-boxed campaign per variant; ``jobs`` campaigns run at once, each in a
+   process forked from this one (the framework is imported once, here).
+2. Every corpus entry whose target is installed is replayed.  An entry whose status differs from
+   the one it recorded is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it now
+   diverges differently) and its recorded status is updated, so the change shows up as a diff.
+3. The matrix is rendered (Markdown and HTML) from the evidence and the corpus.
+
+Targets that are not installed here are reported, counted, and skipped: the nightly workflow
+runs one job per framework, each in its own environment.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import multiprocess
+
+from . import corpus, evidence, matrix
+from .campaign import CampaignOptions, fuzz_variant
+from .errors import TargetUnavailable
+from .replay import Replayer
+from .targets import FRAMEWORKS, prepare, resolve
+from .trace import dump_trace, load_trace
+
+_ctx = multiprocess.get_context("fork")
+
+
+@dataclass
+class NightlyOptions:
+    targets: list[str] | None = None
+    per_campaign: float = 600.0  # seconds per (target, variant) campaign, at most
+    total: float = 3600.0  # seconds for all campaigns together
+    max_examples: int | None = None  # a fixed example budget per campaign instead of time
+    jobs: int = 1
+    seed: int | None = None
+    profile: str = "nightly"
+    op_timeout: float = 60.0
+    corpus_dir: Path = corpus.CORPUS_DIR
+    reports_dir: Path = Path("shrink_reports")
+    results_dir: Path = evidence.RESULTS_DIR
+    matrix_base: Path = Path("results") / "matrix"  # writes .md and .html next to each other
+
+
+@dataclass
+class NightlySummary:
+    campaigns: list = field(default_factory=list)  # {"target", "variant", "examples", ...}
+    unavailable: dict = field(default_factory=dict)  # target -> why
+    replays: list = field(default_factory=list)  # ReplayResult.to_json()
+    changed: list = field(default_factory=list)  # entries whose status changed
+    matrix: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
+    started = time.monotonic()
+    summary = NightlySummary()
+    names = options.targets or ["reference", *FRAMEWORKS]
+    adapters = {}
+    for name in names:
+        try:
+            adapters[name] = prepare(resolve(name))
+        except TargetUnavailable as exc:
+            summary.unavailable[name] = str(exc)
+            log(f"not installed here, skipped: {exc}")
+    jobs = [(name, variant) for name, adapter in adapters.items() for variant in adapter.variants()]
+    if jobs:
+        budget = min(options.per_campaign, options.total * options.jobs / len(jobs))
+        log(f"{len(jobs)} campaigns, {options.jobs} at a time, "
+            + (f"{options.max_examples} examples each" if options.max_examples
+               else f"{budget:.0f}s each"))
+        summary.campaigns = _run_jobs(adapters, jobs, budget, options, log)
+    _replay_corpus(adapters, options, summary, log)
+    rows = matrix.build(None, options.results_dir, options.corpus_dir, options.reports_dir)
+    base = Path(options.matrix_base)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    from adapters.protocol import atomic_write_text
+
+    for fmt in ("md", "html"):
+        out = base.with_suffix("." + fmt)
+        text = matrix.render(_relative(rows, out.parent), fmt)
+        atomic_write_text(out, text)
+        summary.matrix.append(str(out))
+    summary.seconds = round(time.monotonic() - started, 2)
+    return summary
+
+
+def _relative(rows, base: Path):
+    import os
+
+    for row in rows:
+        for cell in row.cells.values():
+            if cell.link and not os.path.isabs(cell.link):
+                cell.link = os.path.relpath(Path(cell.link).resolve(), base.resolve())
+    return rows
+
+
+def _campaign(adapter, variant, budget, options: NightlyOptions) -> dict:
+    copts = CampaignOptions(max_examples=options.max_examples, max_time=None if
+                            options.max_examples else budget, seed=options.seed,
+                            profile=options.profile, op_timeout=options.op_timeout,
+                            corpus_dir=options.corpus_dir, reports_dir=options.reports_dir,
+                            results_dir=options.results_dir)
+    result = fuzz_variant(adapter, variant, copts, options.max_examples,
+                          None if options.max_examples else budget)
+    evidence.record(adapter, variant, result, options.results_dir)
+    return {"target": adapter.name, "variant": variant.name, "examples": result.examples,
+            "operations": result.operations, "seconds": result.seconds,
+            "findings": [f.to_json() for f in result.findings], "flaky": result.flaky}
+
+
+def _run_jobs(adapters, jobs, budget, options: NightlyOptions, log) -> list:
+    """Run campaigns, ``options.jobs`` at a time, each in a process forked from this one."""
+    if options.jobs <= 1:
+        out = []
+        for name, variant in jobs:
+            out.append(_campaign(adapters[name], variant, budget, options))
+            log(_line(out[-1]))
+        return out
+    pending, running, out = list(jobs), [], []
+    while pending or running:
+        while pending and len(running) < options.jobs:
+            name, variant = pending.pop(0)
+            parent, child = _ctx.Pipe()
+            proc = _ctx.Process(target=_job_main, args=(child, adapters[name], variant, budget,
+                                                        options), daemon=False)
+            proc.start()
+            child.close()
+            running.append((proc, parent, name, variant))
+        ready = multiprocess.connection.wait([p.sentinel for p, *_ in running]
+                                             + [c for _, c, *_ in running])
+        for item in list(running):
+            proc, conn, name, variant = item
+            if conn in ready or proc.sentinel in ready:
+                try:
+                    result = conn.recv()
+                except EOFError:
+                    result = {"target": name, "variant": variant.name, "error": "job died"}
+                proc.join()
+                running.remove(item)
+                out.append(result)
+                log(_line(result))
+    return out
+
+
+def _job_main(conn, adapter, variant, budget, options):
+    try:
+        conn.send(_campaign(adapter, variant, budget, options))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which goes on
+        conn.send({"target": adapter.name, "variant": variant.name,
+                   "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _line(result: dict) -> str:
+    if "error" in result:
+        return f"  {result['target']} [{result['variant']}]: ERROR {result['error']}"
+    cats = ", ".join(sorted({f["category"] for f in result["findings"]})) or "nothing found"
+    return (f"  {result['target']} [{result['variant']}]: {result['examples']} examples, "
+            f"{result['operations']} ops in {result['seconds']}s: {cats}")
+
+
+def _replay_corpus(adapters, options: NightlyOptions, summary: NightlySummary, log) -> None:
+    replayer = Replayer(options.op_timeout, adapters=adapters)
+    for path in corpus.entries(None, options.corpus_dir):
+        try:
+            trace = load_trace(path)
+        except Exception as exc:  # noqa: BLE001 - a malformed entry is an ERROR row, kept
+            summary.replays.append({"path": str(path), "status": "ERROR", "detail": str(exc)})
+            continue
+        if trace.target not in adapters:
+            continue  # its framework is not installed here: its own nightly job replays it
+        result = replayer.replay(path)
+        summary.replays.append(result.to_json())
+        recorded = trace.status or "FAILED"
+        if result.status in ("FIXED", "CHANGED", "FAILED") and result.status != recorded:
+            summary.changed.append({"path": str(path), "was": recorded, "now": result.status,
+                                    "detail": result.detail})
+            dump_trace(trace.with_(status=result.status), path)
+            log(f"  {result.status}: {path} (was {recorded}): {result.detail}")
