@@ -83,10 +83,10 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
     base.parent.mkdir(parents=True, exist_ok=True)
     from adapters.protocol import atomic_write_text
 
+    rows = _relative(rows, base.parent)  # both pages sit in one directory
     for fmt in ("md", "html"):
         out = base.with_suffix("." + fmt)
-        text = matrix.render(_relative(rows, out.parent), fmt)
-        atomic_write_text(out, text)
+        atomic_write_text(out, matrix.render(rows, fmt))
         summary.matrix.append(str(out))
     summary.seconds = round(time.monotonic() - started, 2)
     return summary
@@ -97,7 +97,7 @@ def _relative(rows, base: Path):
 
     for row in rows:
         for cell in row.cells.values():
-            if cell.link and not os.path.isabs(cell.link):
+            if cell.link:
                 cell.link = os.path.relpath(Path(cell.link).resolve(), base.resolve())
     return rows
 

@@ -1,0 +1,158 @@
+"""``AutoGenCase``: the protocol's ``Case`` over a ``Runner`` (driver.py) and a store (stores.py).
+
+Everything that must survive a killed worker lives in ``workdir``: the store (``store/``) and the
+input of the run in progress per thread (``inputs.json``, a ``SideTable``).  Imports AutoGen (via
+driver.py), so the adapter imports this module only from ``open()``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import warnings
+from pathlib import Path
+
+from adapters.protocol import (
+    Case,
+    CrashInjected,
+    Durable,
+    Fork,
+    Hooks,
+    Recover,
+    Resume,
+    SideTable,
+    Start,
+    StateView,
+    Unreadable,
+    Workflow,
+    forge,
+)
+from refmodel.workflow import sorted_pairs
+
+from . import statefmt
+from .driver import NOOP, Runner
+from .stores import STORES
+
+INPUTS = "inputs.json"
+
+
+def quiet_worker() -> None:
+    """AutoGen logs every agent exception at ERROR (an injected crash is one), and pydantic warns
+    when it dumps a BadOutput value: expected noise in a fuzzing worker, kept off stderr."""
+    for name in ("autogen_core", "autogen_agentchat"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings", category=UserWarning)
+
+
+class _CrashWatch(Hooks):
+    """Forwards to the engine's hooks and remembers an injected crash.
+
+    AutoGen turns an agent's exception into ``RuntimeError(str(error))`` across its runtime
+    (``_base_group_chat.py:553-554``), which drops the exception chain; the case re-raises the
+    original ``CrashInjected`` so the engine sees ``crashed``, not ``rejected``.
+    """
+
+    def __init__(self, inner: Hooks):
+        self.inner, self.crash = inner, None
+
+    def task_begins(self, task: int) -> None:
+        try:
+            self.inner.task_begins(task)
+        except CrashInjected as exc:
+            self.crash = exc
+            raise
+
+    def effect(self, task: int, value) -> None:
+        try:
+            self.inner.effect(task, value)
+        except CrashInjected as exc:
+            self.crash = exc
+            raise
+
+    def wants_bad_output(self, task: int) -> bool:
+        return self.inner.wants_bad_output(task)
+
+    def output(self, task: int, value):
+        return self.inner.output(task, value)
+
+    def race_ready(self) -> None:
+        self.inner.race_ready()
+
+
+class AutoGenCase(Case):
+    def __init__(self, options, workflow: Workflow, workdir: Path):
+        self.options, self.workflow, self.workdir = dict(options), workflow, Path(workdir)
+        self.store = STORES[self.options["store"]](self.workdir)
+        self.inputs = SideTable(self.workdir, INPUTS)
+        quiet_worker()
+
+    def _runner(self, hooks) -> Runner:
+        return Runner(
+            shape=self.options["gate"], save=self.options["save"], n=self.workflow.n,
+            gates=self.workflow.gates, store=self.store, book=self.inputs, hooks=hooks,
+        )
+
+    def run(self, op, hooks: Hooks) -> str:
+        watch = _CrashWatch(hooks)
+        runner = self._runner(watch)
+        thread = op.thread
+        try:
+            if isinstance(op, Start):
+                how = runner.start(op.thread)
+            elif isinstance(op, Resume):
+                how = runner.resume(op.thread, op.value, getattr(op, "gate", None))
+            elif isinstance(op, Recover):
+                how = runner.recover(op.thread)
+            elif isinstance(op, Fork):
+                how = runner.fork(op.thread, op.gate, op.value, op.new_thread)
+                thread = op.new_thread
+            else:
+                raise TypeError(f"{op.name} is not an executing operation")
+        except Exception as exc:
+            if watch.crash is not None and watch.crash is not exc:
+                raise watch.crash from exc
+            raise
+        if how == NOOP:
+            status = self.query(thread).status
+            if status in ("interrupted", "completed"):
+                return status
+            raise RuntimeError(f"{op.name}: nothing to do, the saved state is {status}")
+        return how
+
+    def query(self, thread: str) -> StateView:
+        text = self.store.latest(thread)
+        if text is None:
+            return StateView.of(self.workflow, (), {}, None)
+        try:
+            done, answers, pending = statefmt.parse(json.loads(text))
+        except Exception as exc:  # undecodable text or not a team state
+            raise Unreadable(f"{thread}: {exc!r}") from exc
+        return StateView.of(self.workflow, done, answers, pending)
+
+    def tamper(self, thread: str, how: str) -> None:
+        text = self.store.latest(thread)
+        if text is None:
+            raise RuntimeError(f"nothing is saved for {thread!r}")
+        if how == "corrupt":
+            new = statefmt.corrupt(text)
+        else:
+            state = json.loads(text)
+            if how == "invalid":
+                state = statefmt.make_invalid(state)
+            elif how == "forged":
+                done, answers, pending = statefmt.parse(state)
+                fake = forge(self.workflow, Durable(tuple(done), sorted_pairs(answers.items()), pending))
+                state = statefmt.rewrite(state, fake.done, dict(fake.answers))
+            else:
+                raise ValueError(f"unknown tamper {how!r}")
+            new = json.dumps(state)
+        self.store.overwrite_latest(thread, new)
+
+    def clone_store(self, dest: Path) -> None:
+        self.store.clone(dest)
+        if self.inputs.path.exists():
+            shutil.copy2(self.inputs.path, Path(dest) / INPUTS)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,115 @@
+"""The AutoGen variants, what each can express, and the weaker semantics AutoGen documents.
+
+Four axes, each a choice AutoGen leaves to its user (docs/frameworks/autogen.md explains them):
+
+- team and gate shape: ``graphflow-loop`` (the gate re-enqueues itself; the loop-back edge in a
+  group of its own), ``graphflow-loopany`` (the same with one shared ``"any"`` group),
+  ``graphflow-split`` (an effect-free asker before the gate), ``swarm-handoff``
+  (``HandoffTermination(target="user")``);
+- save policy: ``hitl`` (save when ``run()`` returns) or ``step`` (``max_turns=1``, save per turn);
+- store: ``json`` (one file per thread, latest only) or ``sqlite`` (append-only history).
+"""
+
+from __future__ import annotations
+
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+
+SHAPES = (("graphflow", "loop"), ("graphflow", "loopany"), ("graphflow", "split"), ("swarm", "handoff"))
+SAVES = ("hitl", "step")
+STORES = ("json", "sqlite")
+
+_SHAPE_TEXT = {
+    "loop": "GraphFlow; the gate asks by re-enqueueing itself (conditional self-edge in an "
+    "activation group of its own, DiGraphBuilder's loop-back spelling) and "
+    "TextMentionTermination('__INTERRUPT__') ends run()",
+    "loopany": "GraphFlow; as loop, but the forward edge and the self-edge share one "
+    "activation_condition='any' group",
+    "split": "GraphFlow; an effect-free node ask<g> asks before gate t<g>; no cycle",
+    "handoff": "Swarm; the gate hands off to 'user', HandoffTermination(target='user') ends run(), "
+    "the answer is HandoffMessage(source='user', target='t<g>')",
+}
+_SAVE_TEXT = {
+    "hitl": "save_state() when run() returns (at the interrupt and at the end)",
+    "step": "max_turns=1, save_state() after every turn",
+}
+_STORE_TEXT = {
+    "json": "one JSON file per thread, replaced atomically (latest only)",
+    "sqlite": "append-only SQLite table ckpt(seq, thread, label, state) (history)",
+}
+
+STATE_DOC = "https://microsoft.github.io/autogen/stable/user-guide/agentchat-user-guide/tutorial/state.html"
+SAVE_CAUTION = (
+    "autogen-agentchat 0.7.5 autogen_agentchat/teams/_group_chat/_base_group_chat.py:773-777 "
+    "(BaseGroupChat.save_state: 'When calling save_state on a team while it is running, the state "
+    "may not be consistent ... It is recommended to call this method when the team is not running "
+    "or after it is stopped.')"
+)
+
+
+def all_variants() -> list[Variant]:
+    out = []
+    for team, gate in SHAPES:
+        for save in SAVES:
+            for store in STORES:
+                out.append(
+                    Variant(
+                        name=f"{team}-{gate}-{save}-{store}",
+                        description=f"{_SHAPE_TEXT[gate]}; {_SAVE_TEXT[save]}; {_STORE_TEXT[store]}",
+                        options={
+                            "team": team,
+                            "gate": gate,
+                            "save": save,
+                            "store": store,
+                            "resume": "fresh team, load_state(latest), run(task=answer) if it asks",
+                            "recover": "fresh team, load_state(latest), re-issue the run's input",
+                            "fork": (
+                                "fresh team, load_state(state saved when the gate asked), "
+                                "run(task=answer)" if store == "sqlite" else "n/a"
+                            ),
+                        },
+                    )
+                )
+    return out
+
+
+NO_INTENT = (
+    "AutoGen has no resume API: resume and fork are both load_state(state) + run(task=answer); "
+    "nothing in the call says FORK or RETRY"
+)
+NO_IDENTITY = (
+    "AutoGen has no interrupt object, id or consume record: an answer is one more task message, "
+    "and the only guard is the caller's check that the saved state's last message asks"
+)
+NO_FORK_JSON = (
+    "the JSON store keeps only the latest saved state per thread: once a gate is answered, the "
+    "state at which it asked is gone, so there is nothing to fork from"
+)
+
+
+def capabilities(variant: Variant) -> Capabilities:
+    not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY}
+    operations = set(OPERATIONS)
+    if variant.options["store"] == "json":
+        operations.discard("fork")
+        not_expressible["fork"] = NO_FORK_JSON
+    return Capabilities(
+        operations=frozenset(operations),
+        forced_race=True,  # racers call race_ready() after load_state, before anything is written
+        max_racers=3,
+        not_expressible=not_expressible,
+        intents={"resume": "indistinguishable", "fork": "indistinguishable"},
+    )
+
+
+def deviations(variant: Variant) -> list[Deviation]:
+    if variant.options["save"] != "hitl":
+        return []
+    scope = (
+        "hitl saves only between runs, as documented: a crash inside a run loses every task "
+        "that run completed. Covered: the state read after a crashed op is the state saved when "
+        "the previous run returned (a prefix of the reference's), and recovery re-issues the "
+        "crashed run's input and re-executes those tasks, firing their effects again. Not "
+        "covered: any difference outside a crashed run and the recovery that follows it."
+    )
+    citation = f"{STATE_DOC} (the team state is whatever the caller saves with save_state()); {SAVE_CAUTION}"
+    return [Deviation("Replay", citation, scope), Deviation("StateMismatch", citation, scope)]

@@ -1,0 +1,92 @@
+"""The pydantic-graph 1.107.x variants, what each can express, and what the framework documents.
+
+Axes (each a visible option, never a hidden choice):
+
+- ``backend``: ``file`` (``FileStatePersistence``, a JSON file plus its lock file), ``full``
+  (``FullStatePersistence``, in memory, full history, ``deep_copy=True``), ``simple``
+  (``SimpleStatePersistence``, in memory, last snapshot only; the default when none is passed).
+- ``shape``: ``single`` parametrised node class or N ``classes`` (the persisted schema differs);
+  only the file backend serialises, so the in-memory backends use ``single``.
+- ``resume``: ``ifp`` (``iter_from_persistence``, the answer set on the restored gate node) or
+  ``docs`` (the docs' human-in-the-loop idiom: ``load_next()``, then ``graph.iter(Gate(answer=v),
+  state=snapshot.state)``).
+- ``recover``: ``ifp`` (``iter_from_persistence``) or ``initialize`` (the user workaround:
+  ``graph.initialize(<last node>, state=<last state>)`` then ``iter_from_persistence``).
+- ``fork``: ``initialize-new`` (a new persistence object seeded by ``graph.initialize`` with the
+  gate checkpoint's state and the fork's answer, then ``iter_from_persistence``).
+- ``corrupt`` (file only): how ``tamper(corrupt)`` breaks the store, ``truncate`` (bytes that do
+  not decode) or ``stale_lock`` (the lock file a killed writer leaves behind).
+"""
+
+from __future__ import annotations
+
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+
+MEMORY_REASON = (
+    "the {cls} store is a Python object in the worker process: it dies with a SIGKILLed worker "
+    "and cannot be shared with, or copied to, another process"
+)
+
+
+def _variant(backend: str, shape: str, resume: str, recover: str, corrupt: str | None) -> Variant:
+    name = f"{backend}-{shape}-resume_{resume}-recover_{recover}"
+    if corrupt == "stale_lock":
+        name += "-stale_lock"
+    options = {"backend": backend, "shape": shape, "resume": resume, "recover": recover,
+               "fork": "n/a" if backend == "simple" else "initialize-new"}
+    if corrupt:
+        options["corrupt"] = corrupt
+    resume_words = {"ifp": "iter_from_persistence with the answer on the restored gate node",
+                    "docs": "load_next() then graph.iter(Gate(answer=v), state=snapshot.state)"}
+    recover_words = {
+        "ifp": "iter_from_persistence",
+        "initialize": "graph.initialize(last node, last state) + iter_from_persistence",
+    }
+    description = (f"{backend} persistence, {shape} node shape; resume: {resume_words[resume]}; "
+                   f"recover: {recover_words[recover]}")
+    if corrupt == "stale_lock":
+        description += "; tamper(corrupt) leaves a stale lock file"
+    return Variant(name, description, options)
+
+
+def all_variants() -> list[Variant]:
+    out = []
+    for shape in ("single", "classes"):
+        for resume in ("ifp", "docs"):
+            for recover in ("ifp", "initialize"):
+                out.append(_variant("file", shape, resume, recover, "truncate"))
+    out.append(_variant("file", "single", "ifp", "ifp", "stale_lock"))
+    for backend in ("full", "simple"):
+        for resume in ("ifp", "docs"):
+            for recover in ("ifp", "initialize"):
+                out.append(_variant(backend, "single", resume, recover, None))
+    return out
+
+
+def capabilities(variant: Variant) -> Capabilities:
+    backend = variant.options["backend"]
+    intents = {"resume": "RETRY", "fork": "FORK"}
+    if backend == "file":
+        return Capabilities(forced_race=False, max_racers=3, intents=intents)
+    cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
+    reason = MEMORY_REASON.format(cls=cls)
+    not_expressible = {"race": reason, "twin_recover": reason}
+    ops = set(OPERATIONS) - {"race", "twin_recover"}
+    if backend == "simple":
+        not_expressible["fork"] = (
+            "SimpleStatePersistence keeps only the last snapshot (persistence/in_mem.py:32-38): "
+            "the checkpoint at which an earlier gate was pending is gone"
+        )
+        ops.discard("fork")
+    return Capabilities(
+        operations=frozenset(ops),
+        crash_kinds=frozenset({"exception"}),
+        tamper_hows=frozenset({"invalid", "forged"}),  # no bytes to corrupt: objects only
+        not_expressible=not_expressible,
+        intents=intents,
+    )
+
+
+def deviations(variant: Variant) -> list[Deviation]:
+    """None declared: pydantic-graph documents no weaker resume semantics (docs/frameworks)."""
+    return []

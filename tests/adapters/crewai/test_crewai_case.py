@@ -1,0 +1,175 @@
+"""The CrewAI adapter's machinery, in process: crash points, query, tamper, clone, fork, bad output.
+
+These tests check that the adapter drives the framework and reads its store as intended; none
+asserts whether CrewAI keeps or breaks a promise.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from adapters.protocol import CrashAt, Fork, Resume, Start, Unreadable, Workflow
+
+from crewai_test_support import VARIANTS, injected, require_crewai, retry_race
+
+require_crewai()
+
+GATED = Workflow(3, frozenset({2}), ("a", "b"))
+LINEAR = Workflow(2, frozenset(), ("a", "b"))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@retry_race
+def test_query_reads_what_a_run_stored(harness, name):
+    h = harness(name, GATED)
+    outcome, rows = h.do(Start("t0"))
+    assert outcome == "interrupted"
+    assert rows == [("t0", 1, None)]
+    view = h.case.query("t0")
+    assert (view.status, view.done, view.pending) == ("interrupted", (1,), 2)
+
+    outcome, rows = h.do(Resume("t0", value="a"))
+    assert outcome in ("completed", "interrupted")
+    assert ("t0", 2, "a") in rows
+    assert h.case.query("t0").answer(2) == "a" or h.case.query("t0").status == "incomplete"
+    assert h.case.query("never-started").status == "new"
+
+
+@pytest.mark.parametrize("name", ["persist-sqlite", "checkpoint-json-kickoff"])
+@pytest.mark.parametrize(
+    "phase, expected",
+    [
+        ("before_effect", []),  # dies as task 1 starts: its effect never fires
+        ("in_flight", [("t0", 1, None)]),  # dies right after task 1's effect
+        ("after_commit", [("t0", 1, None)]),  # dies as task 2 starts: task 2 fires nothing
+    ],
+)
+@retry_race
+def test_exception_crash_point_fires_in_the_intended_task_and_phase(harness, name, phase, expected):
+    h = harness(name, LINEAR)
+    outcome, rows = h.do(Start("t0", crash=CrashAt(1, phase, "exception")))
+    assert isinstance(outcome, Exception) and injected(outcome), outcome
+    assert rows == expected
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@retry_race
+def test_exception_inside_a_resumed_gate_task(harness, name):
+    h = harness(name, GATED)
+    assert h.do(Start("t0"))[0] == "interrupted"
+    outcome, rows = h.do(Resume("t0", value="b", crash=CrashAt(2, "in_flight", "exception")))
+    assert isinstance(outcome, Exception) and injected(outcome), outcome
+    assert rows == [("t0", 2, "b")]
+
+
+def _stored_bytes(h, thread):
+    """Every stored record of ``thread``: flow_states / pending rows and checkpoint content."""
+    from adapters.crewai import store
+
+    info = h.case.side.get(thread)
+    conn = sqlite3.connect(h.workdir / store.FLOWS_DB)
+    rows = conn.execute(
+        "SELECT id, state_json FROM flow_states WHERE flow_uuid = ? UNION ALL "
+        "SELECT -id, state_json FROM pending_feedback WHERE flow_uuid = ?",
+        (info["fid"], info["fid"]),
+    ).fetchall()
+    conn.close()
+    checkpoints = {}
+    if info["location"]:
+        for loc in store.list_checkpoints(h.workdir, info["location"]):
+            checkpoints[loc] = store.raw_checkpoint_bytes(h.workdir, loc)
+    return dict(rows), checkpoints
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("how", ["corrupt", "invalid", "forged"])
+@retry_race
+def test_tamper_changes_what_is_stored(harness, name, how):
+    h = harness(name, GATED)
+    assert h.do(Start("t0"))[0] == "interrupted"
+    before_view = h.case.query("t0")
+    before_rows, before_ck = _stored_bytes(h, "t0")
+    h.case.tamper("t0", how)
+    after_rows, after_ck = _stored_bytes(h, "t0")
+    assert set(after_rows) == set(before_rows) and set(after_ck) == set(before_ck)
+    assert after_rows != before_rows  # the latest flow_states row and the pending row
+    if before_ck:
+        latest = list(before_ck)[-1]
+        assert after_ck[latest] != before_ck[latest]  # the latest checkpoint, and only it
+        assert {k: v for k, v in after_ck.items() if k != latest} == {
+            k: v for k, v in before_ck.items() if k != latest
+        }
+    if how == "corrupt":
+        with pytest.raises(Unreadable):
+            h.case.query("t0")
+    else:
+        after_view = h.case.query("t0")
+        assert (after_view.done, after_view.answers) != (before_view.done, before_view.answers)
+        if how == "forged":
+            assert after_view.is_valid(GATED) or after_view.done == (1, 2)  # forge() marks 2 done
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@retry_race
+def test_clone_store_is_byte_identical(harness, name, tmp_path):
+    h = harness(name, GATED)
+    h.do(Start("t0"))
+    h.do(Resume("t0", value="a"))
+    dest = tmp_path / "twin"
+    dest.mkdir()
+    h.case.clone_store(dest)
+    src, dst = h.workdir / "store", dest / "store"
+    files = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(dst) for p in dst.rglob("*") if p.is_file())
+    for rel in files:
+        assert filecmp.cmp(src / rel, dst / rel, shallow=False), rel
+        assert os.stat(src / rel).st_mtime_ns == os.stat(dst / rel).st_mtime_ns, rel
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@retry_race
+def test_forked_branch_is_queryable(harness, name):
+    h = harness(name, GATED)
+    h.do(Start("t0"))
+    h.do(Resume("t0", value="a"))
+    outcome, rows = h.do(Fork("t0", gate=2, value="b", new_thread="f1"))
+    assert outcome in ("completed", "interrupted"), outcome
+    assert all(branch == "f1" for branch, _, _ in rows)
+    view = h.case.query("f1")
+    assert view.status != "new"
+    assert h.case.side.get("f1")["fid"] != h.case.side.get("t0")["fid"]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@retry_race
+def test_bad_output_reaches_the_store_or_is_refused(harness, name, record_property):
+    h = harness(name, LINEAR)
+    outcome, rows = h.do(Start("t0", bad_output=1))
+    assert rows[:1] == [("t0", 1, None)]  # task 1 ran and returned the out-of-schema value
+    refused = isinstance(outcome, Exception)
+    try:
+        stored = "<bad>" in h.case.query("t0").done
+    except Unreadable:
+        stored = False
+    record_property("bad_output", f"refused={refused} stored={stored}")
+    assert refused or stored  # the out-of-schema output was refused loudly, or it is in the store
+
+
+@retry_race
+def test_sqlite_provider_runs_on_newer_sqlite_and_nothing_else_does(harness):
+    import sqlite3 as stdlib
+
+    import crewai.flow.persistence.sqlite as flow_persistence
+    import crewai.state.provider.sqlite_provider as provider
+
+    h = harness("checkpoint-sqlite-kickoff", GATED)
+    assert h.do(Start("t0"))[0] == "interrupted"
+    assert provider.sqlite3.sqlite_version_info >= (3, 45)
+    assert provider.sqlite3 is not stdlib
+    assert flow_persistence.sqlite3 is stdlib
+    assert Path(h.workdir / "store" / "ck" / "t0.db").exists()
