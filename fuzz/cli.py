@@ -104,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
+    p.add_argument("--json", action="store_true", help="print the variants as JSON")
     p.set_defaults(func=_targets)
     return parser
 
@@ -365,6 +366,15 @@ def _targets(args) -> int:
         print("\n".join(known_targets()))
         return 0
     adapter = resolve(args.target)
+    if args.json:
+        print(json.dumps({"target": args.target, "variants": [{
+            "name": v.name, "description": v.description, "options": dict(v.options),
+            "operations": sorted(adapter.capabilities(v).operations),
+            "not_expressible": dict(adapter.capabilities(v).not_expressible),
+            "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
+                           for d in adapter.deviations(v)],
+        } for v in adapter.variants()]}, indent=2, ensure_ascii=False))
+        return 0
     for variant in adapter.variants():
         caps = adapter.capabilities(variant)
         print(f"{variant.name}: {variant.description}")

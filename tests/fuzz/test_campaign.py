@@ -16,9 +16,10 @@ from refmodel import MUTANTS
 pytestmark = pytest.mark.slow
 
 
-def campaign(target, tmp_path, examples, seed=1):
+def campaign(target, tmp_path, examples, seed=1, stop_on_finding=False):
     adapter = prepare(resolve(target))
     options = CampaignOptions(max_examples=examples, seed=seed, profile="ci",
+                              stop_on_finding=stop_on_finding,
                               corpus_dir=tmp_path / "corpus", reports_dir=tmp_path / "reports",
                               workdir=tmp_path / "work")
     (result,) = run_campaign(adapter, list(adapter.variants()), options)
@@ -27,7 +28,8 @@ def campaign(target, tmp_path, examples, seed=1):
 
 @pytest.mark.parametrize("mutant", MUTANTS)
 def test_each_mutant_is_found_labelled_and_replays(mutant, tmp_path):
-    result = campaign(f"mutant:{mutant}", tmp_path, examples=600)
+    # The first finding must be the mutant's own category: a mutant is wrong in one way only.
+    result = campaign(f"mutant:{mutant}", tmp_path, examples=600, stop_on_finding=True)
     categories = {f.category for f in result.findings}
     assert mutant in categories, f"{mutant} not found in {result.examples} examples: {categories}"
     found = next(f for f in result.findings if f.category == mutant)

@@ -1,0 +1,193 @@
+"""The LangGraph adapter's case, in process: crash points, ledger rows, query, fork, spellings.
+
+These tests check the machinery, never a verdict: where LangGraph may do either of two things
+(accept or refuse an out-of-schema output, keep or drop a fork's answer), they assert that one
+of them happened and that the store and the ledger agree with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langgraph_testkit import run_op
+
+from adapters.protocol import CrashAt, Fork, Recover, Resume, Start, StateView, Workflow
+
+DEFAULTS = ["sqlite-graph-sync-head-update", "sqlite-func-sync-head-update",
+            "memory-graph-sync-head-update", "postgres-graph-sync-head-update"]
+
+
+@pytest.mark.parametrize("name", DEFAULTS)
+def test_query_reads_what_a_run_stored(name, variant, workflow, open_case, ledger):
+    case = open_case(variant(name), workflow)
+    assert case.query("t0") == StateView.of(workflow, (), {}, None)  # nothing stored: new
+    outcome, rows, hooks = run_op(case, Start("t0"), 0, ledger)
+    assert outcome == "interrupted" and rows == [("t0", 1, None)] and hooks.fired == 1
+    view = case.query("t0")
+    assert (view.status, view.done, view.pending) == ("interrupted", (1,), 2)
+    outcome, rows, hooks = run_op(case, Resume("t0", value="a"), 1, ledger)
+    assert outcome == "completed" and rows == [("t0", 2, "a"), ("t0", 3, None)]
+    assert case.query("t0") == StateView.of(workflow, (1, 2, 3), {2: "a"}, None)
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-func-sync-head-update"])
+@pytest.mark.parametrize("phase", ["before_effect", "in_flight", "after_commit"])
+@pytest.mark.parametrize("task", [1, 3])
+def test_exception_crash_fires_inside_the_intended_task(name, phase, task, variant, open_case,
+                                                        ledger):
+    wf = Workflow(3, frozenset(), ("a",))
+    case = open_case(variant(name), wf)
+    outcome, rows, hooks = run_op(case, Start("t0", crash=CrashAt(task, phase)), 0, ledger)
+    fired_through = task - 1 if phase == "before_effect" else task
+    # after_commit of the last task fires when the run returns, outside the framework.
+    assert outcome == "crashed"
+    assert rows == [("t0", t, None) for t in range(1, fired_through + 1)]
+    assert hooks.fired == len(rows)
+    # The store is readable after the crash, and a recover runs on it.
+    case.query("t0")
+    outcome, rows, _ = run_op(case, Recover("t0"), 1, ledger)
+    assert outcome in ("completed", "rejected")
+    assert all(branch == "t0" for branch, _, _ in rows)
+
+
+FORK_CALLS = {
+    "update": ["update_state(<gate checkpoint>, None)", "invoke(None, checkpoint_id=<tip>",
+               "invoke(Command(resume='b'), checkpoint_id=<tip>"],
+    "copy": ["update_state(<gate checkpoint>, None, as_node=__copy__)",
+             "invoke(None, checkpoint_id=<tip>", "invoke(Command(resume='b'), checkpoint_id=<tip>"],
+    "travel": ["invoke(None, checkpoint_id=<tip>", "invoke(Command(resume='b'), thread head"],
+    "command": ["invoke(Command(resume='b'), checkpoint_id=<tip>"],
+}
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-graph-sync-head-copy",
+                                  "sqlite-graph-sync-head-travel", "sqlite-graph-sync-head-command",
+                                  "sqlite-func-sync-head-travel", "sqlite-func-sync-head-update",
+                                  "sqlite-func-sync-head-command",
+                                  "memory-graph-sync-head-update",
+                                  "postgres-graph-sync-head-update"])
+def test_a_forked_branch_is_queryable(name, variant, workflow, open_case, ledger):
+    v = variant(name)
+    case = open_case(v, workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    run_op(case, Resume("t0", value="a"), 1, ledger)
+    before = case.query("t0")
+    outcome, rows, _ = run_op(case, Fork("t0", gate=2, value="b", new_thread="f1"), 2, ledger)
+    assert outcome in ("interrupted", "completed", "rejected")
+    calls = case.log[-1].removeprefix("fork: ").split("; ")
+    expected = FORK_CALLS[v.options["fork"]]
+    # The spelling's calls, in order; the final resume is skipped when the branch did not
+    # stop at the gate again (nothing to answer), so it may be missing.
+    assert len(expected) - 1 <= len(calls) <= len(expected)
+    assert all(c.startswith(e) for c, e in zip(calls, expected, strict=False))
+    assert all(branch == "f1" for branch, _, _ in rows)  # labelled with the new branch
+    branch = case.query("f1")
+    assert isinstance(branch, StateView)
+    # The source thread still reads its own branch, not the fork's.
+    assert case.query("t0") == before
+    driver = case.driver
+    assert driver.tip("f1") != driver.tip("t0")
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",
+                                  "sqlite-graph-sync-head-update-pydantic",
+                                  "memory-graph-sync-head-update"])
+@pytest.mark.parametrize("task", [1, 2])
+def test_out_of_schema_output_is_stored_or_refused(name, task, variant, workflow, open_case,
+                                                   ledger):
+    case = open_case(variant(name), workflow)
+    outcome, rows, _ = run_op(case, Start("t0", bad_output=task), 0, ledger)
+    if task == 2:  # the gate: answer it, with the bad output
+        outcome, rows, _ = run_op(case, Resume("t0", value="a", bad_output=2), 1, ledger)
+    stored = "<bad>" in case.query("t0").done
+    refused = outcome == "rejected"
+    assert stored or refused  # record which: one of the two happened
+    assert (task, None if task != 2 else "a") in [(t, v) for _, t, v in rows]
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("sqlite-graph-sync-head-update", "thread head"),
+    ("sqlite-graph-sync-cpid-update", "checkpoint_id=<tip>"),
+    ("sqlite-graph-sync-map-update", "interrupt id"),
+    ("sqlite-graph-sync-mapstrict-update", "interrupt id"),
+    ("sqlite-func-sync-map-update", "interrupt id"),
+])
+def test_each_resume_spelling_makes_its_own_call(name, expected, variant, workflow, open_case,
+                                                 ledger):
+    case = open_case(variant(name), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    outcome, rows, _ = run_op(case, Resume("t0", value="b"), 1, ledger)
+    assert expected in case.log[-1]
+    assert outcome == "completed" and ("t0", 2, "b") in rows
+    # A second resume (nothing pending) is still spelled the same way.
+    run_op(case, Resume("t0", value="a"), 2, ledger)
+    assert expected in case.log[-1]
+
+
+def test_map_resume_without_pending_resends_the_last_interrupt_id(variant, workflow, open_case,
+                                                                  ledger):
+    case = open_case(variant("sqlite-graph-sync-map-update"), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    first = case.driver.pending_interrupt_ids("t0")
+    assert len(first) == 1
+    run_op(case, Resume("t0", value="a"), 1, ledger)
+    assert case.driver.pending_interrupt_ids("t0") == []
+    assert case.driver.last_interrupt_ids("t0") == first
+
+
+def test_a_branch_that_is_not_the_newest_is_addressed_by_id(variant, workflow, open_case, ledger):
+    case = open_case(variant("sqlite-graph-sync-head-update"), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    run_op(case, Fork("t0", gate=2, value="b", new_thread="f1"), 1, ledger)
+    run_op(case, Resume("t0", value="a"), 2, ledger)
+    assert "checkpoint_id=<tip>" in case.log[-1]
+
+
+def test_recover_with_nothing_stored_starts_from_the_input(variant, open_case, ledger):
+    wf = Workflow(2, frozenset(), ("a",))
+    case = open_case(variant("memory-graph-exit-head-update"), wf)
+    case.driver.table.set("thread:t0", {"lg": "t0", "hint": None})
+    outcome, rows, _ = run_op(case, Recover("t0"), 0, ledger)
+    assert "invoke(input" in case.log[-1]
+    assert outcome == "completed" and rows == [("t0", 1, None), ("t0", 2, None)]
+
+
+def test_a_reopened_case_finds_its_threads(adapter, variant, workflow, open_case, ledger, tmp_path):
+    v = variant("sqlite-graph-sync-head-update")
+    workdir = tmp_path / "shared"
+    case = open_case(v, workflow, workdir)
+    run_op(case, Start("t0"), 0, ledger)
+    run_op(case, Fork("t0", gate=2, value="a", new_thread="f1"), 1, ledger)
+    views = case.query("t0"), case.query("f1")
+    case.store.release()
+    again = adapter.open(v, workflow, workdir)  # a fresh worker's open
+    try:
+        assert (again.query("t0"), again.query("f1")) == views
+    finally:
+        again.store.release()
+
+
+@pytest.mark.parametrize("name", ["sqlite-func-sync-head-update", "sqlite-graph-sync-head-update"])
+def test_hooks_run_on_the_thread_that_called_run(name, variant, workflow, open_case):
+    """LangGraph runs @task bodies in executor threads; the adapter relays every hook call to
+    the caller's thread (the engine's ledger connection belongs to that thread)."""
+    import threading
+
+    from adapters.protocol import Hooks
+
+    class Recording(Hooks):
+        threads: set = set()
+
+        def task_begins(self, task):
+            self.threads.add(threading.get_ident())
+
+        def effect(self, task, value):
+            self.threads.add(threading.get_ident())
+
+        def wants_bad_output(self, task):
+            return False
+
+    case = open_case(variant(name), workflow)
+    hooks = Recording()
+    assert case.run(Start("t0"), hooks) == "interrupted"
+    assert case.run(Resume("t0", value="a"), hooks) == "completed"
+    assert hooks.threads == {threading.get_ident()}

@@ -1,0 +1,92 @@
+"""The LangGraph adapter's declarations: variants, capabilities, deviations, versions, imports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from langgraph_testkit import ROOT
+
+from adapters.langgraph.variants import AXES, VARIANTS
+from adapters.protocol import OPERATIONS
+
+AXIS_VALUES = {
+    "saver": {"memory", "sqlite", "postgres"},
+    "api": {"graph", "func"},
+    "durability": {"sync", "async", "exit"},
+    "resume": {"head", "cpid", "map", "mapstrict"},
+    "fork": {"update", "copy", "travel", "command"},
+    "state": {"typed", "pydantic"},
+    "tamper": {"blob", "trunchalf", "trunczero", "drophead"},
+}
+
+
+def test_every_axis_value_is_some_variant():
+    for axis, values in AXIS_VALUES.items():
+        assert {v.options[axis] for v in VARIANTS} == values, axis
+
+
+def test_names_spell_out_their_axes():
+    names = [v.name for v in VARIANTS]
+    assert len(names) == len(set(names))
+    for v in VARIANTS:
+        assert v.name.split("-")[: len(AXES)] == [v.options[a] for a in AXES]
+        assert v.description
+
+
+def test_each_saver_has_its_default_variant():
+    names = {v.name for v in VARIANTS}
+    for saver in AXIS_VALUES["saver"]:
+        assert f"{saver}-graph-sync-head-update" in names
+
+
+def test_memory_declares_what_it_cannot_express(adapter):
+    for v in VARIANTS:
+        caps = adapter.capabilities(v)
+        if v.options["saver"] == "memory":
+            assert "race" not in caps.operations and "twin_recover" not in caps.operations
+            assert {"race", "twin_recover", "sigkill"} <= set(caps.not_expressible)
+            assert caps.crash_kinds == frozenset({"exception"})
+            assert not caps.forced_race
+        else:
+            assert caps.operations == frozenset(OPERATIONS)
+            assert caps.forced_race and caps.crash_kinds == frozenset({"exception", "sigkill"})
+        assert caps.bad_output == (v.options["api"] == "graph")
+        assert ("bad_output" in caps.not_expressible) == (not caps.bad_output)
+        assert caps.intents["resume"] == "RETRY"
+        indistinguishable = caps.intents["fork"] == "indistinguishable"
+        assert indistinguishable == (v.options["fork"] == "command")
+        assert ("fork_retry_intent" in caps.not_expressible) == indistinguishable
+
+
+def test_deviations_cite_a_source(adapter):
+    for v in VARIANTS:
+        for d in adapter.deviations(v):
+            assert d.category and d.scope
+            assert ".py:" in d.citation
+
+
+def test_versions_name_the_pins(adapter):
+    versions = adapter.versions()
+    pins = dict(
+        line.strip().split("==")
+        for line in (ROOT / "constraints" / "langgraph.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    for dist in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
+                 "langgraph-checkpoint-postgres", "psycopg"):
+        assert versions[dist] == pins[dist]
+
+
+def test_importing_the_adapter_does_not_import_langgraph():
+    code = ("import sys, adapters.langgraph as a; a.LangGraphAdapter().variants(); "
+            "loaded = [m for m in sys.modules if m.startswith(('langgraph', 'langchain'))]; "
+            "sys.exit(1 if loaded else 0)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    assert subprocess.run([sys.executable, "-c", code], env=env).returncode == 0
+
+
+def test_environment_turns_telemetry_off(adapter):
+    env = adapter.environment()
+    assert env["LANGSMITH_TRACING"] == "false" and env["LANGCHAIN_TRACING_V2"] == "false"

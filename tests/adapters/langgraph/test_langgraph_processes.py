@@ -1,0 +1,108 @@
+"""The LangGraph adapter across processes: a SIGKILL lands inside the intended task and phase
+and a fresh worker carries on from the store; a race really runs k processes on one store, all
+of which have read the interrupted checkpoint before any writes; repro scripts run standalone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from langgraph_testkit import run_op, spawn
+
+from adapters.protocol import CrashAt, Recover, Resume, Start
+
+SIGKILLED = -9
+
+
+def job(v, workflow, workdir, ledger, op, seq, **extra):
+    return {"variant": v.name, "workflow": workflow.to_json(), "workdir": str(workdir),
+            "ledger": str(ledger.path), "op": op.to_json(), "seq": seq, **extra}
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",
+                                  "postgres-func-sync-head-update"])
+@pytest.mark.parametrize("phase", ["before_effect", "in_flight", "after_commit"])
+def test_sigkill_lands_in_the_intended_task(name, phase, variant, workflow, open_case, ledger,
+                                            tmp_path):
+    v = variant(name)
+    workdir = tmp_path / "case"
+    case = open_case(v, workflow, workdir)  # the owner of the store (and of its database)
+    run_op(case, Start("t0"), 0, ledger)
+    op = Resume("t0", value="a", crash=CrashAt(2, phase, "sigkill"))
+    proc = spawn(job(v, workflow, workdir, ledger, op, 1))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == SIGKILLED, err[-2000:]
+    fired = ledger.rows(1)
+    expected = {"before_effect": [], "in_flight": [("t0", 2, "a")],
+                "after_commit": [("t0", 2, "a")]}[phase]
+    assert fired == expected
+    # A fresh worker (this process, reopening) reads the store and recovers on it.
+    again = open_case(v, workflow, workdir)
+    again.query("t0")
+    outcome, rows, _ = run_op(again, Recover("t0"), 2, ledger)
+    assert outcome in ("interrupted", "completed", "rejected")
+    assert all(branch == "t0" for branch, _, _ in rows)
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",
+                                  "postgres-graph-sync-head-update",
+                                  "sqlite-graph-sync-cpid-update", "sqlite-func-sync-map-update"])
+def test_a_forced_race_runs_k_processes_that_all_read_first(name, variant, workflow, open_case,
+                                                            ledger, tmp_path):
+    k = 3
+    v = variant(name)
+    workdir = tmp_path / "case"
+    case = open_case(v, workflow, workdir)
+    run_op(case, Start("t0"), 0, ledger)
+    ready_r, ready_w = os.pipe()
+    gos = [os.pipe() for _ in range(k)]
+    procs = []
+    for i, (go_r, _) in enumerate(gos):
+        op = Resume("t0", value="ab"[i % 2], gate=2)
+        procs.append(spawn(job(v, workflow, workdir, ledger, op, 1, racer=i + 1,
+                               ready_fd=ready_w, go_fd=go_r), pass_fds=(ready_w, go_r)))
+    os.close(ready_w)
+    # Every racer reads the interrupted checkpoint, then waits: nobody has written yet.
+    got = b""
+    while len(got) < k:
+        chunk = os.read(ready_r, k)
+        assert chunk, "a racer exited before reading: " + procs[0].stderr.read()[-2000:]
+        got += chunk
+    assert ledger.rows(1) == []
+    for _, go_w in gos:
+        os.write(go_w, b"g")
+    pids = set()
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        pids.add(eval(out.strip().splitlines()[-1].replace("null", "None"))["pid"])
+    assert len(pids) == k
+    assert {pid for pid in ledger.db.execute("select pid from effects where seq = 1").fetchall()
+            for pid in pid} <= pids
+    case.query("t0")
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update"])
+def test_repro_script_runs_standalone(name, adapter, variant, workflow, tmp_path):
+    from adapters.protocol import Fork, Tamper
+
+    v = variant(name)
+    crash = CrashAt(3, "in_flight", "sigkill" if "memory" not in name else "exception")
+    ops = [Start("t0"), Resume("t0", value="a", crash=crash), Recover("t0"),
+           Fork("t0", gate=2, value="b", new_thread="f1"), Tamper("t0", how="invalid")]
+    script = tmp_path / "repro.py"
+    script.write_text(adapter.repro_script(v, workflow, ops))
+    env = {k: val for k, val in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    text = script.read_text()
+    for module in ("adapters", "refmodel", "fuzz", "resumefuzz", "hypothesis"):
+        assert f"import {module}" not in text and f"from {module}" not in text
+    assert "effect fired: branch=t0 task=1 value=None" in out
+    assert "effect fired: branch=t0 task=3" in out
+    assert ("killed with SIGKILL" in out) == ("memory" not in name)
+    assert "state of f1:" in out and "invalid" in out

@@ -1,0 +1,136 @@
+"""The LangGraph adapter's direct store access: tamper really changes what is stored,
+clone_store copies byte for byte, PostgreSQL databases are created and dropped per case."""
+
+from __future__ import annotations
+
+import filecmp
+
+import pytest
+from langgraph_testkit import run_op
+
+from adapters.langgraph import stores
+from adapters.protocol import Durable, Resume, Start, Unreadable, forge
+
+
+def snapshot(case) -> object:
+    """Every stored byte of the case's store, in a comparable form."""
+    store = case.store
+    if store.kind == "sqlite":
+        return {p.name: p.read_bytes() for p in store.files()}
+    if store.kind == "postgres":
+        with store.inner.conn.cursor() as cur:
+            out = {}
+            for table, key in (("checkpoints", "checkpoint_id"),
+                               ("checkpoint_blobs", "channel, version"),
+                               ("checkpoint_writes", "checkpoint_id, task_id, idx")):
+                cur.execute(f"SELECT * FROM {table} ORDER BY thread_id, {key}")
+                out[table] = [dict(r) for r in cur.fetchall()]
+            return out
+    saver = store.inner
+    return (repr(dict(saver.storage)), repr(dict(saver.blobs)), repr(dict(saver.writes)))
+
+
+TAMPER_VARIANTS = ["sqlite-graph-sync-head-update", "postgres-graph-sync-head-update",
+                   "memory-graph-sync-head-update", "sqlite-func-sync-head-update",
+                   "postgres-func-sync-head-update"]
+
+
+@pytest.mark.parametrize("name", TAMPER_VARIANTS)
+@pytest.mark.parametrize("how", ["corrupt", "invalid", "forged"])
+@pytest.mark.parametrize("answered", [False, True])
+def test_tamper_changes_the_stored_content(name, how, answered, variant, workflow, open_case,
+                                           ledger):
+    case = open_case(variant(name), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    if answered:
+        run_op(case, Resume("t0", value="a"), 1, ledger)
+    view = case.query("t0")
+    before = snapshot(case)
+    case.tamper("t0", how)
+    assert snapshot(case) != before
+    if how == "corrupt":
+        with pytest.raises(Unreadable):
+            case.query("t0")
+    elif how == "invalid":
+        assert not case.query("t0").is_valid(workflow)
+    else:
+        expected = forge(workflow, Durable(view.done, view.answers, view.pending))
+        got = case.query("t0")
+        assert (got.done, got.answers) == (expected.done, expected.answers)
+
+
+@pytest.mark.parametrize("name,shrinks_to", [("sqlite-graph-sync-head-update-trunchalf", "half"),
+                                             ("sqlite-graph-sync-head-update-trunczero", "zero")])
+def test_truncation_cuts_the_sqlite_file(name, shrinks_to, variant, workflow, open_case, ledger):
+    case = open_case(variant(name), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    case.store.inner.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = case.store.path.stat().st_size
+    case.tamper("t0", "corrupt")
+    assert case.store.path.stat().st_size == (size // 2 if shrinks_to == "half" else 0)
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update-drophead",
+                                  "postgres-graph-sync-head-update-drophead"])
+def test_drophead_deletes_the_newest_checkpoint(name, variant, workflow, open_case, ledger):
+    case = open_case(variant(name), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    tip = case.driver.tip("t0")
+    case.tamper("t0", "forged")
+    assert tip not in {row.checkpoint_id for row in case.store.rows("t0")}
+    assert case.driver.tip("t0") < tip
+
+
+def test_sqlite_clone_is_byte_identical(variant, workflow, open_case, ledger, tmp_path):
+    case = open_case(variant("sqlite-graph-sync-head-update"), workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    dest = tmp_path / "twin"
+    dest.mkdir()
+    case.clone_store(dest)
+    for path in case.store.files():
+        assert filecmp.cmp(path, dest / path.name, shallow=False)
+    assert (dest / "sidetable.json").read_bytes() == case.table.path.read_bytes()
+
+
+def test_postgres_clone_copies_every_row_and_is_dropped(adapter, variant, workflow, open_case,
+                                                         ledger, tmp_path):
+    v = variant("postgres-graph-sync-head-update")
+    case = open_case(v, workflow)
+    run_op(case, Start("t0"), 0, ledger)
+    dest = tmp_path / "twin"
+    dest.mkdir()
+    case.clone_store(dest)
+    twin = adapter.open(v, workflow, dest)
+    try:
+        assert snapshot(twin) == snapshot(case)
+        assert twin.query("t0") == case.query("t0")
+        assert twin.store.owner and twin.store.dbname != case.store.dbname
+    finally:
+        twin.close()
+    assert not stores.database_exists(twin.store.dbname)
+    assert stores.database_exists(case.store.dbname)  # the original is untouched
+
+
+def test_postgres_database_lifecycle(adapter, variant, workflow, tmp_path):
+    v = variant("postgres-graph-sync-head-update")
+    workdir = tmp_path / "case"
+    workdir.mkdir()
+    first = adapter.open(v, workflow, workdir)
+    name = first.store.dbname
+    assert first.store.owner and stores.database_exists(name)
+    second = adapter.open(v, workflow, workdir)  # a replacement worker: not the owner
+    assert not second.store.owner
+    second.close()
+    assert stores.database_exists(name)
+    first.store.release()  # the owner was killed: close() never ran
+    adapter.cleanup(v, workdir)
+    assert not stores.database_exists(name)
+    adapter.cleanup(v, workdir)  # idempotent
+    with pytest.raises(RuntimeError, match="gone"):
+        adapter.open(v, workflow, workdir)  # a lost store is loud, never silently recreated
+
+
+def test_memory_store_cannot_be_cloned(variant, workflow, open_case, ledger, tmp_path):
+    case = open_case(variant("memory-graph-sync-head-update"), workflow)
+    with pytest.raises(NotImplementedError):
+        case.clone_store(tmp_path)

@@ -1,0 +1,86 @@
+"""Declarations: variants, n/a operations with reasons, deviations whose citations are checkable
+against the installed sources, and no framework import at the adapter's import time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from adapters.llamaindex import declarations
+from adapters.protocol import OPERATIONS
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_importing_the_adapter_imports_no_framework():
+    code = ("import sys, adapters.llamaindex; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('workflows', 'llama_agents', 'dbos', 'llama_index_instrumentation')]; "
+            "print(bad); assert not bad")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
+                   env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_variants_are_named_and_spell_out_their_axes(adapter):
+    names = [v.name for v in adapter.variants()]
+    assert len(names) == len(set(names)) >= 3
+    for v in adapter.variants():
+        assert {"backend", "gate", "resume"} <= set(v.options)
+    assert {v.options["backend"] for v in adapter.variants()} == {"core", "server", "dbos"}
+
+
+def test_fork_is_na_with_a_reason_where_not_expressible(adapter):
+    for v in adapter.variants():
+        caps = adapter.capabilities(v)
+        assert set(caps.operations) | set(caps.not_expressible) == set(OPERATIONS)
+        for op in caps.not_expressible:
+            assert op not in caps.operations and len(caps.not_expressible[op]) > 40
+        if v.options["backend"] == "core":
+            assert caps.intents == {"resume": "indistinguishable", "fork": "indistinguishable"}
+        else:
+            assert "fork" in caps.not_expressible
+
+
+def test_wait_for_event_deviation_cites_the_installed_docstring(adapter):
+    assert metadata.version("llama-index-workflows") == declarations.PINS["llama-index-workflows"]
+    import workflows.context.context as ctx_module
+
+    lines = Path(ctx_module.__file__).read_text().splitlines()
+    cited = " ".join(line.strip() for line in lines[545:548])  # context.py:546-548
+    assert "replays the entire step when the event arrives" in " ".join(cited.split())
+    for v in adapter.variants():
+        devs = adapter.deviations(v)
+        if v.options["gate"] == "wait":
+            assert [d.category for d in devs] == ["PrefixReplay"]
+            assert "context.py:546-548" in devs[0].citation and "Unreachable" in devs[0].scope
+        else:
+            assert devs == ()
+
+
+def test_versions_report_the_pins(adapter):
+    versions = adapter.versions()
+    for dist, pin in declarations.PINS.items():
+        assert versions[dist] == pin
+    pinned = (ROOT / "constraints" / "llamaindex.txt").read_text()
+    for dist, pin in declarations.PINS.items():
+        assert f"{dist}=={pin}" in pinned
+
+
+def test_repro_script_replays_with_the_framework_alone(adapter, tmp_path):
+    from adapters.protocol import CrashAt, Recover, Resume, Start, Workflow
+
+    ops = [Start("t0"), Resume("t0", value="a"), Start("t1", crash=CrashAt(1, "in_flight")),
+           Recover("t1")]
+    for name in ("core-event-idle", "server-wait"):
+        text = adapter.repro_script(adapter.variant(name), Workflow(3, {2}), ops)
+        assert "resumefuzz" not in text.replace("resumefuzz trace", "")  # no project import
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                             timeout=120, env={"PATH": "/usr/bin:/bin", "OTEL_SDK_DISABLED": "true"})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("outcome:") == len(ops)
+        assert "effects: [('t0', 1, None)]" in out.stdout
+    assert adapter.repro_script(adapter.variant("dbos-wait"), Workflow(3, {2}), ops) is None
