@@ -313,6 +313,20 @@ class SideTable:
         atomic_write_text(self.path, json.dumps(data, sort_keys=True))
 
 
+def installed_versions(distributions) -> dict:
+    """Distribution name -> installed version (``"not installed"`` when absent): what
+    ``Adapter.versions`` usually returns."""
+    from importlib import metadata
+
+    out = {}
+    for dist in distributions:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file."""
     path = Path(path)
@@ -357,4 +371,5 @@ __all__ = [
     "Workflow",
     "atomic_write_text",
     "forge",
+    "installed_versions",
 ]

@@ -7,10 +7,9 @@ that has imported it can still fork workers.
 
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
-from adapters.protocol import Adapter, Variant, Workflow
+from adapters.protocol import Adapter, Variant, Workflow, installed_versions
 
 from . import variants as _variants
 
@@ -35,13 +34,7 @@ class AutoGenAdapter(Adapter):
             raise ImportError(f"AutoGen AgentChat is not installed ({exc}); {INSTALL_HINT}") from exc
 
     def versions(self):
-        out = {}
-        for dist in DISTRIBUTIONS:
-            try:
-                out[dist] = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                pass
-        return out
+        return installed_versions(DISTRIBUTIONS)
 
     def variants(self):
         return _variants.all_variants()

@@ -15,7 +15,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 
 from adapters.protocol import (
@@ -27,6 +26,7 @@ from adapters.protocol import (
     Variant,
     Workflow,
     atomic_write_text,
+    installed_versions,
 )
 
 from . import sandbox, store, variants
@@ -69,12 +69,7 @@ class CrewAIAdapter(Adapter):
             ) from exc
 
     def versions(self) -> Mapping[str, str]:
-        found = {}
-        for dist in DISTRIBUTIONS:
-            try:
-                found[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                found[dist] = "not installed"
+        found = installed_versions(DISTRIBUTIONS)
         import sqlite3
 
         found["sqlite (stdlib)"] = sqlite3.sqlite_version

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.protocol import Adapter, Variant, Workflow
+from adapters.protocol import Adapter, Variant, Workflow, installed_versions
 
 from . import variants as _variants
 from .version import check_version, installed_version
@@ -37,15 +37,7 @@ class PydanticGraphAdapter(Adapter):
         import pydantic_graph.persistence.in_mem  # noqa: F401
 
     def versions(self):
-        from importlib.metadata import PackageNotFoundError, version
-
-        out = {}
-        for dist in DISTRIBUTIONS:
-            try:
-                out[dist] = version(dist)
-            except PackageNotFoundError:
-                out[dist] = "absent"
-        return out
+        return installed_versions(DISTRIBUTIONS)
 
     def variants(self):
         return _variants.all_variants()

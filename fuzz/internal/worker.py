@@ -86,7 +86,7 @@ def _run_op(case, op, seq, branch, ledger, barrier, racer, ready=None):
         outcome = case.run(op, hooks)
         hooks.run_returned()
     except BaseException as exc:  # noqa: BLE001 - every exception is an observation
-        if _injected(exc):
+        if injected(exc):
             return ("crashed", "crashed", hooks.fired)
         hooks.race_ready()  # a racer refused before reading still releases the others (once)
         return ("rejected", f"{type(exc).__name__}: {exc}"[:500], hooks.fired)
@@ -96,7 +96,8 @@ def _run_op(case, op, seq, branch, ledger, barrier, racer, ready=None):
     return ("ok", outcome, hooks.fired)
 
 
-def _injected(exc: BaseException) -> bool:
+def injected(exc: BaseException) -> bool:
+    """Was a ``CrashInjected`` anywhere in the chain (causes, contexts, groups) of ``exc``?"""
     seen = set()
     stack = [exc]
     while stack:

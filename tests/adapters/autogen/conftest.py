@@ -11,8 +11,7 @@ pytest.importorskip("autogen_agentchat", reason="AutoGen AgentChat is not instal
 
 from adapters.autogen import AutoGenAdapter  # noqa: E402
 from adapters.protocol import Workflow  # noqa: E402
-from fuzz.internal.hooks import EngineHooks  # noqa: E402
-from fuzz.internal.ledger import Ledger  # noqa: E402
+from fuzz.testing import InProcessCase  # noqa: E402
 
 WORKFLOW = Workflow(3, {2}, ("a", "b"))
 
@@ -30,42 +29,11 @@ def variant_named(adapter, name):
     return next(v for v in adapter.variants() if v.name == name)
 
 
-class Driver:
+class Driver(InProcessCase):
     """Applies ops in this process with the engine's hooks and ledger (exception crashes only)."""
 
     def __init__(self, adapter, variant, tmp: Path, workflow=WORKFLOW):
-        self.adapter, self.variant, self.workflow = adapter, variant, workflow
-        self.workdir = tmp / "case"
-        self.workdir.mkdir()
-        self.ledger = Ledger(tmp / "ledger.sqlite")
-        self.case = adapter.open(variant, workflow, self.workdir)
-        self.seq = 0
-
-    def run(self, op):
-        """``(outcome, effect rows, exception)``; outcome as the engine would name it."""
-        self.seq += 1
-        branch = getattr(op, "new_thread", "") or op.thread
-        hooks = EngineHooks(op, seq=self.seq, branch=branch, ledger=self.ledger)
-        error = None
-        try:
-            outcome = self.case.run(op, hooks)
-            hooks.run_returned()
-        except Exception as exc:  # noqa: BLE001 - the outcome is what we look at
-            from fuzz.runner import _injected
-
-            error = exc
-            outcome = "crashed" if _injected(exc) else "rejected"
-        return outcome, self.ledger.rows(self.seq), error
-
-    def reopen(self):
-        """A fresh case on the same workdir, as a replacement worker would open it."""
-        self.case.close()
-        self.case = self.adapter.open(self.variant, self.workflow, self.workdir)
-        return self.case
-
-    def close(self):
-        self.case.close()
-        self.ledger.close()
+        super().__init__(adapter, variant, workflow, tmp)
 
 
 @pytest.fixture

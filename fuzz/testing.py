@@ -1,0 +1,53 @@
+"""Helpers for adapter authors' tests: drive a ``Case`` in this process, as a worker would.
+
+``InProcessCase(adapter, variant, workflow, tmp_path).run(op)`` applies one executing operation
+with the engine's own hooks and ledger and returns ``(outcome, effect rows, exception)``, the
+outcome named as the engine names it.  Exception-kind crash points only: SIGKILL, races and twins
+need worker processes (``fuzz.runner.Session``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .internal.hooks import EngineHooks
+from .internal.ledger import Ledger
+from .internal.worker import injected
+
+__all__ = ["InProcessCase", "injected"]
+
+
+class InProcessCase:
+    def __init__(self, adapter, variant, workflow, tmp: Path):
+        self.adapter, self.variant, self.workflow = adapter, variant, workflow
+        self.workdir = Path(tmp) / "case"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ledger = Ledger(Path(tmp) / "ledger.sqlite")
+        self.case = adapter.open(variant, workflow, self.workdir)
+        self.seq = 0
+
+    def run(self, op):
+        """``(outcome, effect rows of this op, exception or None)``."""
+        self.seq += 1
+        branch = getattr(op, "new_thread", "") or op.thread
+        hooks = EngineHooks(op, seq=self.seq, branch=branch, ledger=self.ledger)
+        error = None
+        try:
+            outcome = self.case.run(op, hooks)
+            hooks.run_returned()
+        except Exception as exc:  # noqa: BLE001 - the outcome is what a test looks at
+            error = exc
+            outcome = "crashed" if injected(exc) else "rejected"
+        rows = self.ledger.rows(self.seq)
+        assert hooks.fired == len(rows), "the hooks' counter and the ledger disagree"
+        return outcome, rows, error
+
+    def reopen(self):
+        """A fresh case on the same workdir, as a replacement worker would open it."""
+        self.case.close()
+        self.case = self.adapter.open(self.variant, self.workflow, self.workdir)
+        return self.case
+
+    def close(self) -> None:
+        self.case.close()
+        self.ledger.close()
