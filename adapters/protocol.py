@@ -122,6 +122,18 @@ class Deviation:
     category: str
     citation: str
     scope: str
+    # Machine-readable limits of the weakening (empty: no limit).  ``ops``: names of the
+    # operations whose divergence it explains; ``after_crash_kinds``: the thread's last crash
+    # must be of one of these kinds (``"exception"``, ``"sigkill"``), e.g. a durability mode that
+    # only loses work when the process dies.
+    ops: frozenset = frozenset()
+    after_crash_kinds: frozenset = frozenset()
+
+    def covers(self, category: str, op_name: str, crash_kind: str | None) -> bool:
+        """Does this weakening explain a ``category`` divergence of ``op_name``?"""
+        return (category == self.category
+                and (not self.ops or op_name in self.ops)
+                and (not self.after_crash_kinds or crash_kind in self.after_crash_kinds))
 
 
 # =================================================================================================

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import Verbosity
+from hypothesis import Phase, Verbosity
 from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -63,6 +63,7 @@ class CampaignOptions:
     results_dir: Path | None = None  # record evidence for the matrix here (fuzz.evidence)
     workdir: Path | None = None
     stop_on_finding: bool = False  # end a variant's campaign at its first finding
+    shrink: bool = True  # False: keep failures as found (smoke runs, where shrinking dominates)
     mode: str = "fork"  # the runner's process mode (fuzz.runner.MODES)
 
 
@@ -108,6 +109,8 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
     while True:
         machine = machine_for(session, observer=notify, suppress=frozenset(found))
         overrides = {"verbosity": Verbosity.quiet}
+        if not options.shrink:
+            overrides["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
         if max_time is not None:
             # Size the chunk to the time left at the rate seen so far: a chunk of slow examples
             # would otherwise run far past the time box.

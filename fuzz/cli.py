@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", metavar="DIR",
                    help="where campaign evidence for the matrix is recorded (default results/)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="keep failures as found, unshrunk (quick smoke runs)")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when something was found (campaign jobs that collect "
                         "findings); usage and environment errors still exit 2")
@@ -129,7 +131,7 @@ def _fuzz(args) -> int:
     prepare(adapter)
     options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
                               args.op_timeout, Path(args.corpus), Path(args.reports),
-                              Path(args.results))
+                              Path(args.results), shrink=not args.no_shrink)
     started = time.monotonic()
     with _Display(args.target, quiet=False, to_stderr=args.json) as display:
         results = run_campaign(adapter, variants, options, observer=display.update)

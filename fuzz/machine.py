@@ -56,7 +56,7 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     if session.settings.mode == "inprocess":  # no worker to kill, no processes to race
         caps = replace(caps, crash_kinds=caps.crash_kinds - {"sigkill"},
                        operations=caps.operations - {"race"})
-    deviations = {d.category: d for d in session.adapter.deviations(session.variant)}
+    deviations = list(session.adapter.deviations(session.variant))
     notify = observer or (lambda event, **data: None)
 
     def can(op: str) -> bool:
@@ -181,7 +181,10 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             if divergence is not None and divergence.category in suppress:
                 reject()
             if divergence is not None:
-                deviation = deviations.get(divergence.category)
+                thread = self.world.get(op.thread)
+                crash_kind = thread.crash_kind if thread is not None else None
+                deviation = next((d for d in deviations if d.covers(
+                    divergence.category, op.name, crash_kind)), None)
                 raise FAILURES[divergence.category](
                     f"{divergence.category} at step {len(self.history)} ({op.name}): "
                     f"{divergence.detail}",

@@ -60,6 +60,11 @@ def classify(
         if other or (kept is not None and kept != op.value):
             got = other[0] if other else kept
             return Divergence("ForkIgnore", f"fork with {op.value!r} at gate {op.gate} got {got!r}")
+        gate_expected = canonical is not None and any(
+            b == branch and t == op.gate for b, t, _ in canonical.effects)
+        if gate_expected and not any(t == op.gate for t, _ in fired) and kept != op.value:
+            return Divergence("ForkIgnore",
+                              f"fork with {op.value!r} at gate {op.gate} never consumed it")
 
     # InvalidPersist (R3, CV): tampered state used, a bad output accepted, invalid state persisted.
     bad = getattr(op, "bad_output", None)

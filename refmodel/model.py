@@ -193,7 +193,18 @@ class Model:
         if self.mutant == "ForkIgnore" and op.gate in source.durable.done:
             value = dict(source.durable.answers).get(op.gate, value)
         branch = ThreadModel(checkpoint, ((op.gate, checkpoint),))
-        return self._run(world, op.new_thread, branch, op, answer=value)
+        alternatives = self._run(world, op.new_thread, branch, op, answer=value)
+        crash = op.crash
+        if crash is not None and (crash.task, crash.phase) == (op.gate, "before_effect"):
+            # The branch died before its gate ran: its interrupt may not be persisted yet (the
+            # gate asks again on recovery), as after a crash while consuming (section 3).
+            for observation, after in list(alternatives):
+                thread = after.get(op.new_thread)
+                unasked = replace(thread.durable, pending=None)
+                after = after.put(op.new_thread, replace(thread, durable=unasked))
+                alternatives.append(
+                    (replace(observation, state=unasked.view(self.workflow)), after))
+        return alternatives
 
     def _query(self, world: World, op: Query):
         thread = world.get(op.thread)

@@ -4,7 +4,8 @@ Run by each ``adapter-<framework>`` tox environment, which names the target in
 ``RESUMEFUZZ_SMOKE_TARGET``.  The campaign runs as ``resumefuzz fuzz`` in a fresh interpreter
 (the adapter's in-process tests may have started framework threads in this one, and a parent
 with threads must not fork workers).  It exercises every variant (workers, barriers, ledger,
-corpus and report writing, evidence) and asserts no verdict: what the fuzzer finds is for
+corpus and report writing, evidence) without shrinking, which would dominate its time, and
+asserts no verdict: what the fuzzer finds is for
 campaigns to report.  It does assert that no framework reached past loopback.
 """
 
@@ -34,6 +35,7 @@ def test_every_variant_runs_a_bounded_campaign(tmp_path, capsys):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESUMEFUZZ_NETGUARD_LOG": str(netlog)}
     proc = subprocess.run(
         [sys.executable, "-m", "fuzz.cli", "fuzz", TARGET, "--profile", "ci", "--seed", "0",
+         "--no-shrink",
          "--max-examples", str(per_variant * len(variants)), "--op-timeout", "120", "--json",
          "--corpus", "corpus", "--reports", "reports", "--results", "results"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)

@@ -1,0 +1,169 @@
+"""``LangGraphAdapter``: the declarations (variants, capabilities, deviations, versions) and
+``open``.  The framework is imported in ``prepare`` and in workers, never at import time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from adapters.protocol import OPERATIONS, Adapter, Capabilities, Deviation, Variant, Workflow
+
+from .variants import BY_NAME, VARIANTS
+
+DISTRIBUTIONS = (
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "langchain-core",
+    "psycopg",
+    "psycopg-binary",
+    "pydantic",
+    "ormsgpack",
+)
+
+INSTALL_HINT = "pip install -c constraints/langgraph.txt langgraph langgraph-checkpoint-sqlite " \
+    "langgraph-checkpoint-postgres 'psycopg[binary]'"
+
+TELEMETRY_OFF = {
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "LANGSMITH_OTEL_ENABLED": "false",
+    "OTEL_SDK_DISABLED": "true",
+    "LANGCHAIN_CALLBACKS_BACKGROUND": "false",
+}
+
+# Citations (site-packages paths at the pinned versions; the test file at the mirror's commit).
+TYPES_DURABILITY = "langgraph 1.2.24 langgraph/types.py:99-105 (Durability docstring)"
+TIME_TRAVEL_TESTS = (
+    "langchain-ai/langgraph libs/langgraph/tests/test_time_travel.py:12-16 "
+    "(module docstring, commit f09cfe8, after release 1.2.11)"
+)
+
+NOT_ON_MEMORY = {
+    "race": "InMemorySaver keeps the store in one worker's memory: k processes cannot share it",
+    "twin_recover": "InMemorySaver's store cannot be copied to another process "
+    "(and dies with the worker, so nothing survives a SIGKILL to recover from)",
+}
+SIGKILL_ON_MEMORY = ("a SIGKILLed worker takes InMemorySaver's store with it "
+                     "(exception crashes only)")
+NO_SCHEMA = ("the functional API has no state schema: a @task may return any value, so no "
+             "output is outside it")
+COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addressed at an older "
+                  "checkpoint_id: LangGraph infers the intent from whether the thread moved past "
+                  "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
+
+
+class LangGraphAdapter(Adapter):
+    """LangGraph (``langgraph``) on its memory, SQLite and PostgreSQL savers."""
+
+    name = "langgraph"
+
+    def environment(self) -> Mapping[str, str]:
+        return dict(TELEMETRY_OFF)
+
+    def prepare(self) -> None:
+        try:
+            import langgraph.checkpoint.memory  # noqa: F401
+            import langgraph.checkpoint.postgres  # noqa: F401
+            import langgraph.checkpoint.sqlite  # noqa: F401
+            import langgraph.func  # noqa: F401
+            import langgraph.graph  # noqa: F401
+            import langgraph.types  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
+
+    def versions(self) -> Mapping[str, str]:
+        found = {}
+        for dist in DISTRIBUTIONS:
+            try:
+                found[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+        return found
+
+    def variants(self) -> Sequence[Variant]:
+        return VARIANTS
+
+    def capabilities(self, variant: Variant) -> Capabilities:
+        o = variant.options
+        intents = {"resume": "RETRY", "fork": "FORK"}
+        not_expressible: dict[str, str] = {}
+        if o["fork"] == "command":
+            intents["fork"] = "indistinguishable"
+            not_expressible["fork_retry_intent"] = COMMAND_INTENT
+        operations = set(OPERATIONS)
+        crash_kinds = {"exception", "sigkill"}
+        if o["saver"] == "memory":
+            not_expressible.update(NOT_ON_MEMORY, sigkill=SIGKILL_ON_MEMORY)
+            operations -= set(NOT_ON_MEMORY)
+            crash_kinds = {"exception"}
+        if o["api"] == "func":
+            not_expressible["bad_output"] = NO_SCHEMA
+        return Capabilities(
+            operations=frozenset(operations),
+            crash_kinds=frozenset(crash_kinds),
+            bad_output=o["api"] == "graph",
+            forced_race=o["saver"] != "memory",
+            max_racers=3,
+            not_expressible=not_expressible,
+            intents=intents,
+        )
+
+    def deviations(self, variant: Variant) -> Sequence[Deviation]:
+        o = variant.options
+        out = []
+        # The durability docstrings explain what a SIGKILL loses; the memory saver has no
+        # SIGKILL crash points, so they explain nothing there.
+        killable = o["saver"] != "memory"
+        if killable and o["durability"] == "async":
+            scope = ("durability='async' persists a step's checkpoint while the next step runs: "
+                     "after a SIGKILL, a task whose completion was not yet saved runs again, and "
+                     "the stored state lags behind the completed tasks")
+            out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'async': Changes are persisted "
+                              "asynchronously while the next step executes.\"", scope),
+                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('async')", scope)]
+        if killable and o["durability"] == "exit":
+            scope = ("durability='exit' persists nothing until the run exits: after a SIGKILL "
+                     "inside a run, every task (and every answer) of that run is lost, so tasks "
+                     "run again, an answered gate asks again, and the stored state lags")
+            out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'exit': Changes are persisted "
+                              "only when the graph exits.\"", scope),
+                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('exit')", scope),
+                    Deviation("DoubleConsume", f"{TYPES_DURABILITY} ('exit')", scope)]
+        if o["api"] == "func" and o["fork"] in ("update", "copy", "travel"):
+            out.append(Deviation(
+                "PrefixReplay",
+                f"{TIME_TRAVEL_TESTS}: \"Replay (invoke with checkpoint_id): Re-executes nodes "
+                "after the checkpoint ... Fork (update_state then invoke): Creates a new "
+                "checkpoint without cached pending writes. Nodes re-execute\"",
+                "a fork in the functional API: the @entrypoint is the one node after the gate's "
+                "checkpoint, and the @task results before the gate are cached pending writes "
+                "the fork does not carry, so those tasks run again in the new branch",
+            ))
+        return out
+
+    def open(self, variant: Variant, workflow: Workflow, workdir: Path):
+        from .case import LangGraphCase
+
+        return LangGraphCase(BY_NAME.get(variant.name, variant), workflow, workdir)
+
+    def repro_script(self, variant: Variant, workflow: Workflow, ops) -> str | None:
+        from .repro import write_script
+
+        return write_script(BY_NAME.get(variant.name, variant), workflow, ops)
+
+    def cleanup(self, variant: Variant | None, workdir: Path) -> None:
+        """Drop the PostgreSQL database named in ``workdir/postgres.json``, if it still exists.
+
+        ``close()`` drops it in the worker whose ``open`` created it (or, for a
+        ``clone_store`` destination, the first worker that opened it); this drops it whatever
+        happened to that worker.  Idempotent; a no-op for the memory and SQLite savers, whose
+        store is inside ``workdir``.  ``variant`` is not needed: the workdir names the database."""
+        from .stores import drop_postgres
+
+        drop_postgres(Path(workdir))

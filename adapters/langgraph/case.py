@@ -1,0 +1,105 @@
+"""One test case on LangGraph: the protocol's ``Case`` over the standalone driver.
+
+Everything the case must remember across workers lives in ``workdir``: the store itself (the
+SQLite file, or ``postgres.json`` naming the case's database), and ``sidetable.json``, which maps
+each harness thread to its LangGraph thread and, for a fork branch, the checkpoint it forked
+from.  The branch of every checkpoint is in the checkpoint's own metadata (see ``driver.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from adapters.protocol import (
+    Case,
+    Durable,
+    Fork,
+    Recover,
+    Resume,
+    SideTable,
+    Start,
+    StateView,
+    Unreadable,
+    Variant,
+    Workflow,
+    forge,
+)
+
+from . import tamper as tampering
+from .driver import Driver
+from .stores import open_store
+
+
+def spec_for(variant: Variant, workflow: Workflow) -> dict:
+    """What the standalone modules need: the workflow and the variant's axes, as plain data."""
+    options = dict(variant.options)
+    return {
+        "n": workflow.n,
+        "gates": set(workflow.gates),
+        "values": list(workflow.values),
+        **options,
+    }
+
+
+def _plain(value):
+    """Stored content as a hashable value (garbage included): StateViews must hash."""
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+class LangGraphCase(Case):
+    def __init__(self, variant: Variant, workflow: Workflow, workdir: Path):
+        self.variant, self.workflow, self.workdir = variant, workflow, Path(workdir)
+        self.spec = spec_for(variant, workflow)
+        self.store = open_store(self.spec["saver"], self.workdir)
+        self.table = SideTable(self.workdir)
+        self.driver = Driver(self.spec, self.store, self.table)
+        self.log: list[str] = []  # what each operation did, in framework terms
+
+    # -- protocol ----------------------------------------------------------------------------
+    def run(self, op, hooks) -> str:
+        d = self.driver
+        try:
+            if isinstance(op, Start):
+                return d.start(op.thread, hooks)
+            if isinstance(op, Resume):
+                return d.resume(op.thread, op.value, hooks, gate=getattr(op, "gate", None))
+            if isinstance(op, Recover):
+                return d.recover(op.thread, hooks)
+            if isinstance(op, Fork):
+                return d.fork(op.thread, op.gate, op.value, op.new_thread, hooks)
+            raise TypeError(f"Case.run does not take {op.name!r}")
+        finally:
+            self.log.append(f"{op.name}: " + "; ".join(d.calls))
+
+    def query(self, thread: str) -> StateView:
+        try:
+            done, answers, pending = self.driver.read(thread)
+        except Exception as exc:  # the saver could not decode (or even open) what is stored
+            raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+        done = [_plain(t) for t in done]
+        answers = {_plain(k): _plain(v) for k, v in answers.items()}
+        return StateView.of(self.workflow, done, answers, _plain(pending))
+
+    def tamper(self, thread: str, how: str) -> None:
+        forged = None
+        if how == "forged":
+            view = self.query(thread)
+            durable = Durable(view.done, view.answers, view.pending)
+            result = forge(self.workflow, durable)
+            forged = (list(result.done), dict(result.answers))
+        line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+        self.log.append(f"tamper: {line}")
+
+    def clone_store(self, dest: Path) -> None:
+        dest = Path(dest)
+        self.store.clone(dest)
+        if self.table.path.exists():
+            shutil.copyfile(self.table.path, dest / self.table.path.name)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,397 @@
+"""Drive one case through LangGraph: the spellings of start / resume / recover / fork, the
+branch each harness thread is on, and reading a branch's state back from the store.
+
+Standalone on purpose (standard library and LangGraph only): repro scripts embed it.
+
+Harness threads and LangGraph threads
+-------------------------------------
+``start("t0")`` runs on the LangGraph thread ``t0``.  LangGraph forks *inside* a thread (a new
+checkpoint whose parent is the old one; ``copy_thread`` is not implemented by the shipped
+savers), so a fork's new harness thread ``f1`` lives in the same LangGraph thread as its source.
+Which checkpoints belong to which harness thread is stored *in the checkpoints themselves*: every
+call passes ``configurable["rf_branch"] = <harness thread>``, which LangGraph copies into the
+metadata of every checkpoint the call writes (``get_checkpoint_metadata``,
+``checkpoint/base/__init__.py:786``).  So the branch survives a SIGKILL with the store, and
+the *tip* of a harness thread is its newest tagged checkpoint (or, before it has one, the fork
+source recorded in the side table).
+
+Head spellings address no ``checkpoint_id``, which makes LangGraph load the thread's newest
+checkpoint.  When a harness thread's tip is not the LangGraph thread's newest checkpoint (its
+thread was forked, and the fork is newer), the only way to reach it is its ``checkpoint_id``:
+the call is then addressed, whatever the spelling, and ``calls`` says so.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import defaultdict
+
+from . import workflow as wf
+
+BRANCH_KEY = "rf_branch"  # configurable key -> checkpoint metadata: the harness thread
+STRICT_RESUME_KEY = "__pregel_strict_resume"  # langgraph/_internal/_constants.py
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+INTERRUPT, ERROR, RESUME, SCHEDULED, RETURN, END = (
+    "__interrupt__", "__error__", "__resume__", "__scheduled__", "__return__", "__end__",
+)
+NOT_A_RESULT = {INTERRUPT, ERROR, RESUME, SCHEDULED}
+
+
+class Box:
+    """Where task bodies find the current run's hooks."""
+
+    hooks = None
+
+
+class RelayedHooks:
+    """The caller's hooks, every call made on the caller's thread.
+
+    LangGraph runs ``@task`` bodies (and, here, the whole ``invoke``) in other threads, while
+    the caller's hooks may hold thread-bound resources (the engine's ledger is a SQLite
+    connection that only its creating thread may use).  ``serve`` runs the framework call in a
+    helper thread and executes each hook call it relays on the calling thread, passing back
+    the result or the exception (an injected crash is raised inside the task, as it should).
+    A SIGKILL barrier then blocks the calling thread, and the process dies there.
+    """
+
+    RELAYED = ("task_begins", "effect", "wants_bad_output", "output", "race_ready")
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.owner = threading.get_ident()
+        self.requests: queue.Queue = queue.Queue()
+
+    def __getattr__(self, name):
+        if name not in self.RELAYED:
+            raise AttributeError(name)
+        target = getattr(self.hooks, name, None)
+        if target is None:
+            return lambda *args: None  # e.g. race_ready on hooks that have none
+
+        def relayed(*args):
+            if threading.get_ident() == self.owner:
+                return target(*args)
+            reply: queue.Queue = queue.Queue(maxsize=1)
+            self.requests.put((target, args, reply))
+            ok, value = reply.get()
+            if ok:
+                return value
+            raise value
+
+        return relayed
+
+    def serve(self, call):
+        """Run ``call()`` in a helper thread, serving relayed hook calls until it returns."""
+        outcome: dict = {}
+
+        def run():
+            try:
+                outcome["value"] = call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+                outcome["error"] = exc
+            finally:
+                self.requests.put(None)
+
+        worker = threading.Thread(target=run, name="langgraph-invoke", daemon=True)
+        worker.start()
+        while (request := self.requests.get()) is not None:
+            target, args, reply = request
+            try:
+                reply.put((True, target(*args)))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the task's thread
+                reply.put((False, exc))
+        worker.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+
+class Driver:
+    """``spec``: n, gates, values, api, durability, resume, fork, state.  ``store``: a
+    ``stores.Store``.  ``table``: get/set of small JSON values kept in the workdir."""
+
+    def __init__(self, spec: dict, store, table):
+        self.spec, self.store, self.table = spec, store, table
+        self.box = Box()
+        self.app = wf.build(spec, store.saver, self.box)
+        self.calls: list[str] = []  # the framework calls the last operation made, in words
+
+    # -- operations ------------------------------------------------------------------------
+    def start(self, h: str, hooks) -> str:
+        self._begin(hooks)
+        self.table.set(_key(h), {"lg": h, "hint": None})
+        return self._invoke(wf.initial_input(self.spec), self._config(h, h), "input")
+
+    def resume(self, h: str, value: str, hooks, gate: int | None = None) -> str:
+        """``gate``: the interrupt the caller was shown (a racer).  The spellings that name what
+        they answer use it, as a client holding that interrupt would: ``cpid`` addresses the
+        checkpoint where it was raised, ``map`` names its id.  ``head`` cannot name anything."""
+        self._begin(hooks)
+        spelling = self.spec["resume"]
+        lg, config = self._target(h, addressed=spelling == "cpid")
+        shown = self.gate_checkpoint(h, gate) if gate is not None else None
+        if spelling == "cpid" and shown is not None:
+            config = self._config(h, lg, shown)
+        if spelling in ("map", "mapstrict"):
+            if shown is not None:
+                ids = self.interrupt_ids_at(h, shown, gate)
+            else:
+                ids = self.pending_interrupt_ids(h) or self.last_interrupt_ids(h)
+            command = _command(resume={i: value for i in ids})
+            if spelling == "mapstrict":
+                config["configurable"][STRICT_RESUME_KEY] = True
+            what = f"Command(resume={{<{len(ids)} interrupt id(s)>: {value!r}}})"
+        else:
+            command, what = _command(resume=value), f"Command(resume={value!r})"
+        self.store.saver.hold["on_read"] = self.box.hooks.race_ready
+        try:
+            return self._invoke(command, config, what)
+        finally:
+            self.store.saver.hold["on_read"] = None
+
+    def recover(self, h: str, hooks) -> str:
+        """``invoke(None)`` on the thread's tip; with nothing persisted, LangGraph would raise
+        ``EmptyInputError``, so the run is started again with its original input."""
+        self._begin(hooks)
+        info = self._info(h)
+        lg = info["lg"] if info else h
+        if self.tip(h) is None:
+            if not info:
+                self.table.set(_key(h), {"lg": lg, "hint": None})
+            return self._invoke(wf.initial_input(self.spec), self._config(h, lg), "input")
+        lg, config = self._target(h, addressed=False)
+        return self._invoke(None, config, "None")
+
+    def fork(self, h: str, gate: int, value: str, new_h: str, hooks) -> str:
+        """Resume the checkpoint where ``gate`` was pending in ``h`` as the branch ``new_h``."""
+        self._begin(hooks)
+        lg = self._info(h)["lg"]
+        source = self.gate_checkpoint(h, gate)
+        if source is None:
+            raise LookupError(f"no checkpoint of {h!r} has gate {gate} pending")
+        self.table.set(_key(new_h), {"lg": lg, "hint": source})
+        at_source = self._config(new_h, lg, source)
+        spelling = self.spec["fork"]
+        if spelling in ("update", "copy"):
+            # test_time_travel.py::test_fork_from_interrupt_checkpoint_refires (update) and
+            # ::test_copy_fork_retriggers_interrupt (copy): update_state, invoke(None) re-fires
+            # the interrupt, Command(resume) at the fork checkpoint.
+            as_node = {"as_node": "__copy__"} if spelling == "copy" else {}
+            forked = self.app.update_state(at_source, None, **as_node)
+            fork_id = forked["configurable"]["checkpoint_id"]
+            self.calls.append(f"update_state(<gate checkpoint>, None"
+                              f"{', as_node=__copy__' if as_node else ''})")
+            self.table.set(_key(new_h), {"lg": lg, "hint": fork_id})
+            at_fork = self._config(new_h, lg, fork_id)
+            outcome = self._invoke(None, at_fork, "None")
+            if outcome == "interrupted":
+                outcome = self._invoke(_command(resume=value), self._config(new_h, lg, fork_id),
+                                       f"Command(resume={value!r})")
+            return outcome
+        if spelling == "travel":
+            # test_time_travel.py::test_replay_from_before_interrupt_then_resume: invoke(None)
+            # at the old checkpoint saves a fork checkpoint, then resume at the new head.
+            outcome = self._invoke(None, at_source, "None")
+            if outcome == "interrupted":
+                _, config = self._target(new_h, addressed=False)
+                outcome = self._invoke(_command(resume=value), config, f"Command(resume={value!r})")
+            return outcome
+        if spelling != "command":
+            raise ValueError(f"unknown fork spelling {spelling!r}")
+        # A resume addressed at the older checkpoint.
+        return self._invoke(_command(resume=value), at_source, f"Command(resume={value!r})")
+
+    # -- reading ---------------------------------------------------------------------------
+    def read(self, h: str):
+        """``(done, answers, pending)`` stored at ``h``'s tip, decoded by the saver."""
+        saved = self._saved(h)
+        if saved is None:
+            return [], {}, None
+        return decode_state(self.spec, saved)
+
+    def tip(self, h: str) -> str | None:
+        info = self._info(h)
+        if not info:
+            return None
+        rows = self.store.rows(info["lg"])
+        ids = {row.checkpoint_id for row in rows}
+        own = [r.checkpoint_id for r in rows if r.metadata.get(BRANCH_KEY) == h]
+        if info.get("hint") in ids:
+            own.append(info["hint"])
+        return max(own) if own else None
+
+    def latest(self, lg: str) -> str | None:
+        ids = [row.checkpoint_id for row in self.store.rows(lg)]
+        return max(ids) if ids else None
+
+    def lineage(self, h: str) -> list[str]:
+        """``h``'s tip and its ancestors, newest first."""
+        info = self._info(h)
+        if not info:
+            return []
+        parents = {r.checkpoint_id: r.parent_id for r in self.store.rows(info["lg"])}
+        out, cid = [], self.tip(h)
+        while cid is not None and cid in parents and cid not in out:
+            out.append(cid)
+            cid = parents[cid]
+        return out
+
+    def gate_checkpoint(self, h: str, gate: int) -> str | None:
+        """The newest checkpoint in ``h``'s lineage at which ``gate`` raised an interrupt."""
+        lg = self._info(h)["lg"]
+        for cid in self.lineage(h):
+            saved = self.store.inner.get_tuple(self._config(h, lg, cid))
+            if saved and any(_gate_of(i) == gate for _, i in _interrupts(saved.pending_writes)):
+                return cid
+        return None
+
+    def pending_interrupt_ids(self, h: str) -> list[str]:
+        saved = self._saved(h)
+        if saved is None:
+            return []
+        done_tasks = _completed_tasks(saved.pending_writes)
+        return _ids(i for tid, i in _interrupts(saved.pending_writes) if tid not in done_tasks)
+
+    def interrupt_ids_at(self, h: str, cid: str, gate: int) -> list[str]:
+        saved = self.store.inner.get_tuple(self._config(h, self._info(h)["lg"], cid))
+        writes = saved.pending_writes if saved else ()
+        return _ids(i for _, i in _interrupts(writes) if _gate_of(i) == gate)
+
+    def last_interrupt_ids(self, h: str) -> list[str]:
+        """The ids of the newest interrupt in ``h``'s lineage, answered or not: what a client
+        that answers by id resends when it retries."""
+        lg = self._info(h)["lg"] if self._info(h) else h
+        for cid in self.lineage(h):
+            saved = self.store.inner.get_tuple(self._config(h, lg, cid))
+            ids = _ids(i for _, i in _interrupts(saved.pending_writes if saved else ()))
+            if ids:
+                return ids
+        return []
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _begin(self, hooks) -> None:
+        self.box.hooks = RelayedHooks(hooks)
+        self.calls = []
+
+    def _info(self, h: str) -> dict | None:
+        return self.table.get(_key(h))
+
+    def _saved(self, h: str):
+        tip = self.tip(h)
+        if tip is None:
+            return None
+        return self.store.inner.get_tuple(self._config(h, self._info(h)["lg"], tip))
+
+    def _config(self, h: str, lg: str, checkpoint_id: str | None = None) -> dict:
+        conf = {"thread_id": lg, BRANCH_KEY: h}
+        if checkpoint_id is not None:
+            conf.update(checkpoint_ns="", checkpoint_id=checkpoint_id)
+        return {"configurable": conf}
+
+    def _target(self, h: str, *, addressed: bool) -> tuple[str, dict]:
+        """The config that reaches ``h``'s tip: the bare thread when the tip is the thread's
+        newest checkpoint (and the spelling does not address), its checkpoint_id otherwise."""
+        info = self._info(h)
+        lg = info["lg"] if info else h
+        tip = self.tip(h)
+        if tip is not None and (addressed or tip != self.latest(lg)):
+            return lg, self._config(h, lg, tip)
+        return lg, self._config(h, lg)
+
+    def _invoke(self, inputs, config, what: str) -> str:
+        conf = config["configurable"]
+        where = "checkpoint_id=<tip>" if "checkpoint_id" in conf else "thread head"
+        self.calls.append(f"invoke({what}, {where}, durability={self.spec['durability']!r})")
+        result = self.box.hooks.serve(
+            lambda: self.app.invoke(inputs, config, durability=self.spec["durability"]))
+        return "interrupted" if isinstance(result, dict) and result.get(INTERRUPT) else "completed"
+
+
+def _key(h: str) -> str:
+    return f"thread:{h}"
+
+
+def _command(**kwargs):
+    from langgraph.types import Command
+
+    return Command(**kwargs)
+
+
+def _interrupts(writes) -> list:
+    """``(task_id, Interrupt)`` for every interrupt stored in ``writes``."""
+    out = []
+    for tid, channel, value in writes or ():
+        if channel == INTERRUPT:
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                out.append((tid, item))
+    return out
+
+
+def _gate_of(item):
+    value = getattr(item, "value", item)
+    return value.get(wf.GATE_KEY) if isinstance(value, dict) else value
+
+
+def _ids(items) -> list[str]:
+    return list(dict.fromkeys(getattr(i, "id", None) for i in items if getattr(i, "id", None)))
+
+
+def _completed_tasks(writes) -> set:
+    """Tasks with a stored result (any write that is not an interrupt, error or resume)."""
+    return {tid for tid, ch, _ in writes or () if tid != NULL_TASK_ID and ch not in NOT_A_RESULT}
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _as_dict(value) -> dict:
+    if value is None:
+        return {}
+    return dict(value) if isinstance(value, dict) else {"<stored>": value}
+
+
+def decode_state(spec: dict, saved):
+    """``(done, answers, pending)`` from a checkpoint tuple: its channel values plus the
+    results its pending writes already hold (what a resume from it would not run again)."""
+    values = saved.checkpoint.get("channel_values", {})
+    writes = saved.pending_writes or []
+    completed = _completed_tasks(writes)
+    if spec["api"] == "func":
+        if END in values and isinstance(values[END], dict):
+            end = values[END]
+            return _as_list(end.get("done")), _as_dict(end.get("answers")), None
+        results = [v for _, ch, v in writes if ch == RETURN]
+        results.sort(key=lambda r: (0, r["task"]) if isinstance(r, dict) and isinstance(
+            r.get("task"), int) else (1, 0))
+        done, answers, returned = [], {}, set()
+        for r in results:
+            if isinstance(r, dict) and "task" in r:
+                done.append(r.get("done"))
+                returned.add(r["task"])
+                if r.get("answer") is not None:
+                    answers[r["task"]] = r["answer"]
+            else:
+                done.append(r)
+    else:
+        done, answers = _as_list(values.get("done")), _as_dict(values.get("answers"))
+        returned = set()
+        by_task = defaultdict(list)
+        for tid, ch, v in writes:
+            by_task[tid].append((ch, v))
+        for tid, task_writes in by_task.items():
+            if tid not in completed:
+                continue
+            for ch, v in task_writes:
+                if ch == "done":
+                    done += _as_list(v)
+                elif ch == "answers":
+                    answers.update(_as_dict(v))
+    gates = sorted(
+        {_gate_of(i) for tid, i in _interrupts(writes) if tid not in completed} - returned,
+        key=repr,
+    )
+    return done, answers, (gates[0] if gates else None)

@@ -1,0 +1,349 @@
+"""The three checkpoint stores (memory, SQLite file, PostgreSQL database) and what the adapter
+does to them directly: list a thread's checkpoints, copy the store, drop it.
+
+Standalone on purpose: it imports only the standard library, LangGraph's savers and psycopg,
+so that a repro script can embed it unchanged (see ``repro.py``).
+
+Every store lives in (or is named by a file in) the case's ``workdir``, so a fresh worker that
+re-opens the case after a SIGKILL finds it again.  PostgreSQL: one database per case, named in
+``workdir/postgres.json``; the first ``open`` creates it and owns it (drops it in ``close``);
+``drop_postgres(workdir)`` drops it whatever happened to the workers (the engine's cleanup).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import uuid
+from pathlib import Path
+
+SQLITE_FILE = "checkpoints.sqlite"
+PG_FILE = "postgres.json"
+PG_DSN_ENV = "RESUMEFUZZ_PG_DSN"
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+SQLITE_BUSY_TIMEOUT = 60.0  # seconds a racer waits for SQLite's write lock (not a sync sleep)
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Atomic JSON write: a reader (or a crash) sees the old or the new file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Row:
+    """One checkpoint of a thread as stored: ids and the (plain) metadata."""
+
+    __slots__ = ("checkpoint_id", "parent_id", "metadata")
+
+    def __init__(self, checkpoint_id: str, parent_id: str | None, metadata: dict):
+        self.checkpoint_id, self.parent_id, self.metadata = checkpoint_id, parent_id, metadata
+
+    def __repr__(self) -> str:
+        return f"Row({self.checkpoint_id!r}, parent={self.parent_id!r}, {self.metadata!r})"
+
+
+def _loads_metadata(raw) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        doc = json.loads(raw)
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return {}  # tampered metadata: the row is still listed, untagged
+    return doc if isinstance(doc, dict) else {}
+
+
+# =================================================================================================
+# The wrapping saver: forwards everything, and tells a forced race when the head has been read.
+# =================================================================================================
+
+
+def holding_saver(inner):
+    """Wrap ``inner`` so that ``hold["on_read"]`` (set per run) is called once after the run's
+    first ``get_tuple``: the read of the interrupted checkpoint, before anything is written.
+
+    A forced race sets it to ``hooks.race_ready``, which blocks until every racer has read.
+    """
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    class HoldingSaver(BaseCheckpointSaver):
+        def __init__(self, inner):
+            super().__init__(serde=inner.serde)
+            self.inner = inner
+            self.hold = {"on_read": None}  # a dict, so that copy.copy(self) shares it
+
+        # reads -----------------------------------------------------------------------------
+        def get_tuple(self, config):
+            saved = self.inner.get_tuple(config)
+            ready, self.hold["on_read"] = self.hold["on_read"], None
+            if ready is not None:
+                ready()
+            return saved
+
+        def list(self, config, *, filter=None, before=None, limit=None):
+            return self.inner.list(config, filter=filter, before=before, limit=limit)
+
+        def get_delta_channel_history(self, *, config, channels):
+            return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+        # writes ----------------------------------------------------------------------------
+        def put(self, config, checkpoint, metadata, new_versions):
+            return self.inner.put(config, checkpoint, metadata, new_versions)
+
+        def put_writes(self, config, writes, task_id, task_path=""):
+            return self.inner.put_writes(config, writes, task_id, task_path)
+
+        def delete_thread(self, thread_id):
+            return self.inner.delete_thread(thread_id)
+
+        def get_next_version(self, current, channel):
+            return self.inner.get_next_version(current, channel)
+
+    return HoldingSaver(inner)
+
+
+# =================================================================================================
+# Stores.
+# =================================================================================================
+
+
+class Store:
+    """A saver plus direct access to its storage (listing, copying, dropping)."""
+
+    kind = ""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.inner = None  # the framework's saver
+        self.saver = None  # what the graph is compiled with (HoldingSaver around inner)
+
+    def rows(self, thread_id: str) -> list[Row]:
+        """Every checkpoint of ``thread_id`` (root namespace), read without decoding blobs."""
+        raise NotImplementedError
+
+    def clone(self, dest: Path) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Close connections and files; the store stays."""
+
+    def close(self) -> None:
+        """End of the case in this worker: release, and drop what this worker owns."""
+        self.release()
+
+    def _wrap(self) -> None:
+        self.saver = holding_saver(self.inner)
+
+
+class MemoryStore(Store):
+    """``InMemorySaver``: the store is this process's dicts; it dies with the worker."""
+
+    kind = "memory"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        self.inner = InMemorySaver()
+        self._wrap()
+
+    def rows(self, thread_id: str) -> list[Row]:
+        out = []
+        for cid, (_, meta, parent) in self.inner.storage.get(thread_id, {}).get("", {}).items():
+            try:
+                metadata = self.inner.serde.loads_typed(meta)
+            except Exception:
+                metadata = {}
+            out.append(Row(cid, parent, metadata if isinstance(metadata, dict) else {}))
+        return out
+
+    def clone(self, dest: Path) -> None:
+        raise NotImplementedError("an in-memory store cannot be copied to another process")
+
+
+class SqliteStore(Store):
+    """``SqliteSaver`` on ``workdir/checkpoints.sqlite`` (WAL mode, set by the saver)."""
+
+    kind = "sqlite"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.path = self.workdir / SQLITE_FILE
+        self.reopen()
+
+    def reopen(self) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        # As SqliteSaver.from_conn_string builds it, with a longer lock wait for races.
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT)
+        self.inner = SqliteSaver(conn)
+        if self.saver is None:
+            self._wrap()
+        else:
+            self.saver.inner = self.inner
+            self.saver.serde = self.inner.serde
+
+    def rows(self, thread_id: str) -> list[Row]:
+        with self.inner.cursor(transaction=False) as cur:
+            cur.execute(
+                "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ''",
+                (thread_id,),
+            )
+            return [Row(c, p, _loads_metadata(m)) for c, p, m in cur.fetchall()]
+
+    def files(self) -> list[Path]:
+        return [p for p in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+                if p.exists()]
+
+    def clone(self, dest: Path) -> None:
+        """Byte-for-byte copy of the database file and its -wal/-shm (no checkpointing first:
+        the copy is exactly what a crashed process would have left)."""
+        for path in self.files():
+            shutil.copyfile(path, Path(dest) / path.name)
+
+    def release(self) -> None:
+        try:
+            self.inner.conn.close()
+        except Exception:
+            pass
+
+
+class PostgresStore(Store):
+    """``PostgresSaver`` on one database per case, created by the first ``open``."""
+
+    kind = "postgres"
+
+    def __init__(self, workdir: Path):
+        super().__init__(workdir)
+        self.owner = False
+        record_path = self.workdir / PG_FILE
+        if record_path.exists():
+            record = json.loads(record_path.read_text())
+            self.dbname = record["dbname"]
+            if not record.get("claimed"):  # a clone: its first opener owns it
+                record["claimed"] = True
+                write_json(record_path, record)
+                self.owner = True
+            if not database_exists(self.dbname):
+                raise RuntimeError(
+                    f"PostgreSQL database {self.dbname} of {self.workdir} is gone "
+                    "(dropped by close() or cleanup): the store is lost"
+                )
+        else:
+            self.dbname = f"rf_lg_{uuid.uuid4().hex[:20]}"
+            write_json(record_path, {"dbname": self.dbname, "claimed": True})
+            admin_execute(f'CREATE DATABASE "{self.dbname}"')
+            self.owner = True
+        self.reopen()
+        self.inner.setup()
+
+    def reopen(self) -> None:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        # As PostgresSaver.from_conn_string builds it (postgres/__init__.py).
+        conn = psycopg.connect(
+            dsn_for(self.dbname), autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+        self.inner = PostgresSaver(conn)
+        if self.saver is None:
+            self._wrap()
+        else:
+            self.saver.inner = self.inner
+            self.saver.serde = self.inner.serde
+
+    def rows(self, thread_id: str) -> list[Row]:
+        with self.inner.conn.cursor() as cur:  # dict rows, autocommit (as the saver opened it)
+            cur.execute(
+                "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+                "WHERE thread_id = %s AND checkpoint_ns = ''",
+                (thread_id,),
+            )
+            return [
+                Row(r["checkpoint_id"], r["parent_checkpoint_id"], _loads_metadata(r["metadata"]))
+                for r in cur.fetchall()
+            ]
+
+    def clone(self, dest: Path) -> None:
+        """``CREATE DATABASE clone TEMPLATE this``: needs every connection to this one closed,
+        ours included (stale backends of killed workers are terminated)."""
+        clone = f"rf_lg_{uuid.uuid4().hex[:20]}"
+        write_json(Path(dest) / PG_FILE, {"dbname": clone, "claimed": False})
+        self.inner.conn.close()
+        try:
+            admin_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.dbname,),
+            )
+            admin_execute(f'CREATE DATABASE "{clone}" TEMPLATE "{self.dbname}"')
+        finally:
+            self.reopen()
+
+    def release(self) -> None:
+        try:
+            self.inner.conn.close()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        self.release()
+        if self.owner:
+            drop_database(self.dbname)
+
+
+# =================================================================================================
+# PostgreSQL administration (the server's maintenance database, through RESUMEFUZZ_PG_DSN).
+# =================================================================================================
+
+
+def admin_dsn() -> str:
+    return os.environ.get(PG_DSN_ENV) or DEFAULT_PG_DSN
+
+
+def dsn_for(dbname: str) -> str:
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(admin_dsn(), dbname=dbname)
+
+
+def admin_execute(sql: str, params=None) -> list:
+    import psycopg
+
+    with psycopg.connect(admin_dsn(), autocommit=True) as conn:
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+
+def database_exists(dbname: str) -> bool:
+    return bool(admin_execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)))
+
+
+def drop_database(dbname: str) -> None:
+    admin_execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def drop_postgres(workdir: Path) -> bool:
+    """Drop the database named in ``workdir/postgres.json`` if it still exists.  Idempotent.
+    Returns whether the workdir named a database at all."""
+    record_path = Path(workdir) / PG_FILE
+    if not record_path.exists():
+        return False
+    drop_database(json.loads(record_path.read_text())["dbname"])
+    return True
+
+
+STORES = {"memory": MemoryStore, "sqlite": SqliteStore, "postgres": PostgresStore}
+
+
+def open_store(kind: str, workdir: Path) -> Store:
+    return STORES[kind](Path(workdir))
