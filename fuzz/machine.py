@@ -181,8 +181,13 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             if divergence is not None and divergence.category in suppress:
                 reject()
             if divergence is not None:
+                # How the thread died: in this very op, or before it (a recovery diverging).
                 thread = self.world.get(op.thread)
-                crash_kind = thread.crash_kind if thread is not None else None
+                crash = getattr(op, "crash", None)
+                if observed.outcome == "crashed" and crash is not None:
+                    crash_kind = crash.kind
+                else:
+                    crash_kind = thread.crash_kind if thread is not None else None
                 deviation = next((d for d in deviations if d.covers(
                     divergence.category, op.name, crash_kind)), None)
                 raise FAILURES[divergence.category](

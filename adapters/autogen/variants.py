@@ -112,4 +112,7 @@ def deviations(variant: Variant) -> list[Deviation]:
         "covered: any difference outside a crashed run and the recovery that follows it."
     )
     citation = f"{STATE_DOC} (the team state is whatever the caller saves with save_state()); {SAVE_CAUTION}"
-    return [Deviation("Replay", citation, scope), Deviation("StateMismatch", citation, scope)]
+    # A crash inside a run, of either kind, then the recovery (or the read) that follows it.
+    crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
+    return [Deviation("Replay", citation, scope, **crashed),
+            Deviation("StateMismatch", citation, scope, **crashed)]

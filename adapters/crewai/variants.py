@@ -85,6 +85,7 @@ def deviations(variant: Variant) -> tuple[Deviation, ...]:
                 "fork via restore_from_state_id: the new branch re-runs the flow from its start "
                 "methods, seeded with the source's latest state, so the effects of the tasks before "
                 "the forked gate fire again in the new branch",
+                ops=frozenset({"fork"}),
             ),
         )
     return ()

@@ -124,17 +124,19 @@ class LangGraphAdapter(Adapter):
             scope = ("durability='async' persists a step's checkpoint while the next step runs: "
                      "after a SIGKILL, a task whose completion was not yet saved runs again, and "
                      "the stored state lags behind the completed tasks")
+            killed = {"after_crash_kinds": frozenset({"sigkill"})}
             out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'async': Changes are persisted "
-                              "asynchronously while the next step executes.\"", scope),
-                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('async')", scope)]
+                              "asynchronously while the next step executes.\"", scope, **killed),
+                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('async')", scope, **killed)]
         if killable and o["durability"] == "exit":
             scope = ("durability='exit' persists nothing until the run exits: after a SIGKILL "
                      "inside a run, every task (and every answer) of that run is lost, so tasks "
                      "run again, an answered gate asks again, and the stored state lags")
+            killed = {"after_crash_kinds": frozenset({"sigkill"})}
             out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'exit': Changes are persisted "
-                              "only when the graph exits.\"", scope),
-                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('exit')", scope),
-                    Deviation("DoubleConsume", f"{TYPES_DURABILITY} ('exit')", scope)]
+                              "only when the graph exits.\"", scope, **killed),
+                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('exit')", scope, **killed),
+                    Deviation("DoubleConsume", f"{TYPES_DURABILITY} ('exit')", scope, **killed)]
         if o["api"] == "func" and o["fork"] in ("update", "copy", "travel"):
             out.append(Deviation(
                 "PrefixReplay",
@@ -144,6 +146,7 @@ class LangGraphAdapter(Adapter):
                 "a fork in the functional API: the @entrypoint is the one node after the gate's "
                 "checkpoint, and the @task results before the gate are cached pending writes "
                 "the fork does not carry, so those tasks run again in the new branch",
+                ops=frozenset({"fork"}),
             ))
         return out
 

@@ -132,3 +132,15 @@ def test_protocol_defaults_declare_everything_expressible():
     assert "race" in caps.operations and caps.intents == {"resume": "RETRY", "fork": "FORK"}
     with pytest.raises(NotImplementedError):
         Case().run(None, None)
+
+
+def test_deviation_scope_limits_what_it_covers():
+    from adapters.protocol import Deviation
+
+    d = Deviation("Replay", "doc", "scope", ops=frozenset({"recover"}),
+                  after_crash_kinds=frozenset({"sigkill"}))
+    assert d.covers("Replay", "recover", "sigkill")
+    assert not d.covers("Replay", "recover", "exception")
+    assert not d.covers("Replay", "resume", "sigkill")
+    assert not d.covers("Stuck", "recover", "sigkill")
+    assert Deviation("Replay", "doc", "scope").covers("Replay", "fork", None)
