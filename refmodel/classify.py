@@ -105,7 +105,7 @@ def classify(
             return Divergence("LostUpdate", f"{len(consumed)} racers consumed gate {gate}: {consumed}")
 
     # Stuck (R6, LV): no answer in time, or recovery after a crash refused.
-    if observed.outcome == "stuck":
+    if "stuck" in observed.outcome.split("|"):  # a racer counts as much as a lone caller
         return Divergence("Stuck", f"{op.name} did not answer within its time limit")
     # A crashed thread must be able to go on: recovering it, or answering the gate it was
     # consuming when it died, is never refused where the reference goes on (LV).

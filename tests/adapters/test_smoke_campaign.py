@@ -36,7 +36,8 @@ def test_every_variant_runs_a_bounded_campaign(tmp_path, capsys):
     proc = subprocess.run(
         [sys.executable, "-m", "fuzz.cli", "fuzz", TARGET, "--profile", "ci", "--seed", "0",
          "--no-shrink",
-         "--max-examples", str(per_variant * len(variants)), "--op-timeout", "120", "--json",
+         "--max-examples", str(per_variant * len(variants)), "--op-timeout",
+         os.environ.get("RESUMEFUZZ_SMOKE_OP_TIMEOUT", "60"), "--json",
          "--corpus", "corpus", "--reports", "reports", "--results", "results"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3000)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]

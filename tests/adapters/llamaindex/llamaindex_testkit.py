@@ -27,7 +27,7 @@ class Driver:
 
     def run(self, op):
         """``(outcome, effect rows, exception)``, the outcome as the engine names it."""
-        from fuzz.runner import _injected
+        from fuzz.internal.worker import injected as _injected
 
         self.seq += 1
         branch = getattr(op, "new_thread", "") or op.thread

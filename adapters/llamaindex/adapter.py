@@ -1,0 +1,100 @@
+"""``LlamaIndexAdapter``: LlamaIndex Workflows under the resume contract (target ``llamaindex``).
+
+Three persistence targets, each its own set of variants (``declarations.py``): the core's
+``Context.to_dict()`` snapshots stored by the caller, the ``llama-agents-server`` tick journal in
+a ``SqliteWorkflowStore``, and the ``llama-agents-dbos`` runtime on a SQLite system database.
+This module imports no framework code at import time; ``prepare()`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from adapters.protocol import Adapter, Op, Variant, Workflow
+
+from . import declarations
+
+DISTRIBUTIONS = (
+    "llama-index-workflows",
+    "llama-index-instrumentation",
+    "llama-agents-server",
+    "llama-agents-client",
+    "llama-agents-dbos",
+    "dbos",
+    "pydantic",
+    "SQLAlchemy",
+)
+
+INSTALL_HINT = (
+    "LlamaIndex is not installed: pip install -c constraints/llamaindex.txt "
+    "llama-index-workflows llama-agents-server llama-agents-dbos dbos"
+)
+
+
+class LlamaIndexAdapter(Adapter):
+    name = "llamaindex"
+
+    def environment(self) -> Mapping[str, str]:
+        # llama-index-workflows sends nothing by itself; OpenTelemetry (pulled in by the
+        # instrumentation package and by dbos) is disabled, and DBOS is kept off its cloud mode.
+        return {
+            "OTEL_SDK_DISABLED": "true",
+            "DO_NOT_TRACK": "1",
+            "DBOS__CLOUD": "false",
+        }
+
+    def prepare(self) -> None:
+        try:
+            import llama_agents.dbos  # noqa: F401  (imports dbos; starts no thread)
+            import llama_agents.server  # noqa: F401
+            import workflows  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+        from . import build, events  # noqa: F401  (the generated classes' modules)
+
+    def versions(self) -> Mapping[str, str]:
+        found = {}
+        for dist in DISTRIBUTIONS:
+            try:
+                found[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                found[dist] = "absent"
+        return found
+
+    def variants(self) -> Sequence[Variant]:
+        return declarations.VARIANTS
+
+    def variant(self, name: str) -> Variant:
+        for variant in declarations.VARIANTS:
+            if variant.name == name:
+                return variant
+        raise KeyError(f"no variant {name!r}; have {[v.name for v in declarations.VARIANTS]}")
+
+    def capabilities(self, variant: Variant):
+        return declarations.capabilities(variant)
+
+    def deviations(self, variant: Variant):
+        return declarations.deviations(variant)
+
+    def open(self, variant: Variant, workflow: Workflow, workdir: Path):
+        backend = variant.options["backend"]
+        if backend == "core":
+            from .core_case import CoreCase
+
+            return CoreCase(variant, workflow, Path(workdir))
+        if backend == "server":
+            from .server_case import ServerCase
+
+            return ServerCase(variant, workflow, Path(workdir))
+        if backend == "dbos":
+            from .dbos_case import DBOSCase
+
+            return DBOSCase(variant, workflow, Path(workdir))
+        raise ValueError(f"unknown backend {backend!r}")
+
+    def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
+        from .repro import script
+
+        return script(variant, workflow, ops)

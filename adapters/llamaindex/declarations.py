@@ -1,0 +1,109 @@
+"""Variants, capabilities and documented deviations of the LlamaIndex adapter.
+
+Pure data: no framework import.  Citations are ``file:line`` in the installed distributions at
+the pinned versions (``constraints/llamaindex.txt``), site-packages-relative.
+"""
+
+from __future__ import annotations
+
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+
+PINS = {
+    "llama-index-workflows": "2.26.1",
+    "llama-agents-server": "0.8.0",
+    "llama-agents-dbos": "0.7.0",
+    "dbos": "2.31.1",
+}
+
+WAIT_DOC = (
+    "llama-index-workflows 2.26.1, workflows/context/context.py:546-548 (Context.wait_for_event "
+    "docstring): 'The runtime pauses by throwing an internal control-flow exception and replays "
+    "the entire step when the event arrives, so keep this call near the top of the step and make "
+    "any preceding work safe to repeat.'"
+)
+
+_CORE_OPTS = {
+    "backend": "core",
+    "persist": "caller stores ctx.to_dict() rows in SQLite",
+    "resume": "Context.from_dict + run(ctx=) + ctx.send_event(Ans)",
+    "fork": "same call on an older snapshot (copied to the branch)",
+    "recover": "Context.from_dict(head) + run(ctx=); nothing stored: run() again",
+}
+_SERVER_OPTS = {
+    "backend": "server",
+    "store": "SqliteWorkflowStore",
+    "resume": "WorkflowServer service send_event (POST /events/{handler_id})",
+    "recover": "new WorkflowServer on the store + start(); a failed handler: run the same "
+    "handler_id again",
+    "resume_grace": "none (RESUME_FRESH_HANDLER_GRACE patched; stock is 30 s)",
+}
+_DBOS_OPTS = {
+    "backend": "dbos",
+    "system_database": "SQLite file",
+    "resume": "WorkflowHandler(wf, rt.get_external_adapter(run_id)).send_event(Ans)",
+    "recover": "DBOS(config) + DBOSRuntime.launch() in a new process (recovers PENDING runs)",
+    "executor_id": "local (shared by every process)",
+}
+
+
+def _variant(name: str, base: dict, description: str, **options) -> Variant:
+    return Variant(name, description, {**base, **options})
+
+
+VARIANTS = (
+    _variant("core-wait-idle", _CORE_OPTS, "core, ctx.wait_for_event gate, snapshot at each "
+             "pause and at the end (the human-in-the-loop docs)", gate="wait", snapshot="idle"),
+    _variant("core-wait-step", _CORE_OPTS, "core, ctx.wait_for_event gate, snapshot on every "
+             "streamed event", gate="wait", snapshot="step"),
+    _variant("core-event-idle", _CORE_OPTS, "core, InputRequiredEvent/HumanResponseEvent steps, "
+             "snapshot at each pause and at the end", gate="event", snapshot="idle"),
+    _variant("core-event-step", _CORE_OPTS, "core, InputRequiredEvent/HumanResponseEvent steps, "
+             "snapshot on every streamed event", gate="event", snapshot="step"),
+    _variant("server-wait", _SERVER_OPTS, "llama-agents-server, SqliteWorkflowStore tick "
+             "journal, ctx.wait_for_event gate", gate="wait"),
+    _variant("server-event", _SERVER_OPTS, "llama-agents-server, SqliteWorkflowStore tick "
+             "journal, InputRequiredEvent/HumanResponseEvent steps", gate="event"),
+    _variant("dbos-wait", _DBOS_OPTS, "llama-agents-dbos DBOSRuntime on a SQLite system "
+             "database, ctx.wait_for_event gate", gate="wait"),
+)
+
+
+def capabilities(variant: Variant) -> Capabilities:
+    backend = variant.options["backend"]
+    if backend == "core":
+        return Capabilities(
+            forced_race=True,  # each racer loads the snapshot, then waits, then runs
+            intents={"resume": "indistinguishable", "fork": "indistinguishable"},
+        )
+    no_fork = {
+        "server": "llama-agents-server has no API that restarts a handler from a journal prefix "
+        "or an earlier tick; the nearest, run(context=<caller-saved ctx dict>) with "
+        "accept_context_api=True, is the core variants' mechanism, not the server's store",
+        "dbos": "DBOS.fork_workflow exists in dbos, but llama-agents-dbos exposes no fork and "
+        "keys its own journal (workflow_journal, workflow_state) by run id, which a DBOS fork "
+        "does not copy",
+    }[backend]
+    return Capabilities(
+        operations=frozenset(OPERATIONS) - {"fork"},
+        not_expressible={"fork": no_fork},
+        intents={"resume": "RETRY", "fork": "indistinguishable"},
+        # DBOS: every racer's launch recovers the waiting run under the shared executor id; 2
+        # racers measured stuck until op_timeout each, so keep the race (and its cost) small.
+        max_racers=2 if backend == "dbos" else 3,
+    )
+
+
+def deviations(variant: Variant) -> tuple[Deviation, ...]:
+    if variant.options["gate"] != "wait":
+        return ()
+    return (
+        Deviation(
+            "PrefixReplay",
+            WAIT_DOC,
+            "effects that the waiting step itself fires before its ctx.wait_for_event call, "
+            "fired again when the answer arrives.  Unreachable in the generated workflows: a "
+            "gate's step fires its one effect after the wait, so a replay re-runs only "
+            "task_begins (no effect); a re-fire of any other task's effect is not covered",
+            ops=frozenset({"resume", "fork", "race"}),  # the operations that answer a wait
+        ),
+    )

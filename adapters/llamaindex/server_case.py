@@ -1,0 +1,300 @@
+"""Server variants: ``llama-agents-server``'s ``WorkflowServer`` on a ``SqliteWorkflowStore``.
+
+The server journals every control-loop tick (table ``ticks``), the typed state (table
+``workflow_state``, written by the steps through the durable state store), handler rows
+(``handlers``) and published events (``events``).  Operations go through the server's service
+object, the code behind its HTTP routes (``_service.start_workflow`` is ``POST
+/workflows/{name}/run-nowait``, ``_service.send_event`` is ``POST /events/{handler_id}``); an
+in-process ASGI client loses the run task to garbage collection (notes, pitfall 4).  The thread
+name is the handler id.
+
+Server start and recovery.  ``WorkflowServer.start()`` resumes every running, non-idle handler
+except those created within ``RESUME_FRESH_HANDLER_GRACE`` (30 s stock,
+``llama_agents/server/_runtime/persistence_runtime.py:60``, applied at :339-351).  So that only
+``recover`` recovers, a server started for any other operation uses an unbounded grace (it
+resumes nothing), and ``recover`` replaces it with a fresh server whose grace is ``None`` (it
+resumes every unfinished handler, as a restarted server does 30 s later).  A handler idle at a
+gate is rebuilt from the journal on the next ``send_event`` (``IdleReleaseExternalRunAdapter``).
+A handler that failed (a step raised) is terminal; ``recover`` then runs the same handler id
+again, which starts a new run carrying the stored state (``_service.py:320-356``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+
+from adapters.protocol import Case, Recover, Resume, Start, StateView, Unreadable, Workflow
+
+from . import tamper
+from .build import RunSlot, answer_classes, answer_event, build
+from .common import close_loop, copy_side_files, copy_sqlite, failure
+from .view import decode_state_json, pending_gate
+
+FILE = "server.sqlite"
+NO_RESUME = timedelta(days=36500)
+
+
+class ServerCase(Case):
+    def __init__(self, variant, plan: Workflow, workdir: Path):
+        self.plan, self.workdir = plan, Path(workdir)
+        self.gate = variant.options["gate"]
+        self.db = self.workdir / FILE
+        self.slot = RunSlot()
+        self.wf = build(plan, self.gate, self.slot)  # replaced with each new server
+        self.name = self.wf.workflow_name
+        self.loop = asyncio.new_event_loop()
+        self.server = None
+
+    # -- the server ----------------------------------------------------------------------------
+    async def _server(self, *, recovering: bool = False):
+        """The running server; a fresh one (resuming unfinished handlers) when ``recovering``."""
+        if self.server is not None and not recovering:
+            return self.server
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        import llama_agents.server.server as server_module
+        from llama_agents.server import SqliteWorkflowStore, WorkflowServer
+
+        server_module.RESUME_FRESH_HANDLER_GRACE = None if recovering else NO_RESUME
+        # A workflow object serves one server: its runtime is locked once launched.
+        self.wf = build(self.plan, self.gate, self.slot)
+        server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
+        server.add_workflow(self.name, self.wf, additional_events=answer_classes(self.plan))
+        await server.start()
+        persistence = server._runtime_core._persistence
+        if persistence is not None and persistence.resume_task is not None:
+            await persistence.resume_task
+        self.server = server
+        return server
+
+    # -- operations ----------------------------------------------------------------------------
+    def run(self, op, hooks) -> str:
+        slot = self.slot
+        slot.hooks, slot.crash = hooks, None
+        try:
+            return self.loop.run_until_complete(self._run(op, hooks))
+        finally:
+            slot.hooks = None
+
+    async def _run(self, op, hooks) -> str:
+        if isinstance(op, Start):
+            server = await self._server()
+            data = await server._service.start_workflow(self.wf, op.thread)
+            return await self._follow(server, data.run_id)
+        if isinstance(op, Resume):
+            server = await self._server()
+            row = self._handler(op.thread)
+            if row is None:
+                raise LookupError(f"no handler {op.thread!r}")
+            # The client answers the question its event stream showed last; the journal is
+            # left for the server to read (a tampered journal is the server's to refuse).
+            gate = op.gate or self._asked(row[0]) or max(self.plan.gates, default=1)
+            after = self._last_event(row[0])
+            hooks.race_ready()
+            await self._send(server, op.thread, answer_event(gate, op.value))
+            return await self._follow(server, row[0], after)
+        if isinstance(op, Recover):
+            return await self._recover(op.thread)
+        raise TypeError(f"ServerCase.run does not take {op.name}")
+
+    async def _send(self, server, thread: str, event) -> None:
+        """``_service.send_event`` (``POST /events/{handler_id}``) with its last step awaited.
+
+        The service refuses unknown and finished handlers (``resolve_handler``), then hands the
+        event to the run's external adapter through ``ctx.send_event``, which only schedules it
+        (``workflows/context/external_context.py:117-129``): the reload of an idle-released run
+        happens later, in the background.  Awaiting the same adapter call makes the delivery (and
+        the rebuild from the journal) finish before the run is followed."""
+        from workflows.runtime.types.ticks import TickAddEvent
+
+        data = await server._service.resolve_handler(thread)
+        adapter = server._runtime_core._runtime.get_external_adapter(data.run_id)
+        await adapter.send_event(TickAddEvent(event=event))
+
+    async def _recover(self, thread: str) -> str:
+        row = self._handler(thread)
+        after = -1 if row is None else self._last_event(row[0])
+        server = await self._server(recovering=True)
+        data = await server._service.load_persistent_handler(thread)
+        if data is None:  # nothing persisted: re-issue the original input
+            data = await server._service.start_workflow(self.wf, thread)
+            return await self._follow(server, data.run_id)
+        if data.status == "completed":
+            return "completed"
+        if data.status in ("failed", "cancelled"):
+            data = await server._service.start_workflow(self.wf, thread)
+            return await self._follow(server, data.run_id)
+        if data.idle_since is not None:
+            return "interrupted"  # paused at a gate: the restart leaves it for its answer
+        return await self._follow(server, data.run_id, after)
+
+    async def _follow(self, server, run_id: str, after: int = -1) -> str:
+        """Follow this process's run of ``run_id`` until it pauses or ends.
+
+        A run rebuilt inside ``send_event`` may already have ended (and left the runtime's table
+        of active runs) when the handler is asked for: the outcome is then read from the events
+        the run stored after sequence ``after``."""
+        from workflows.events import WorkflowIdleEvent
+
+        error = None
+        try:
+            handler = server._service._workflow_run_handler(self.name, run_id)
+            async for event in handler.stream_events(expose_internal=True):
+                if isinstance(event, WorkflowIdleEvent):
+                    return "interrupted"
+            await handler
+        except RuntimeError as exc:
+            if "No active workflow" not in str(exc):
+                error = failure(exc, self.slot)
+            else:
+                return self._stored_outcome(run_id, after)
+        except Exception as exc:
+            error = failure(exc, self.slot)
+        if error is not None:
+            raise error  # outside the handler: no implicit __context__
+        return "completed"
+
+    def _stored_outcome(self, run_id: str, after: int) -> str:
+        kinds = [k for k, _ in self._events_after(run_id, after)]
+        for kind, text in reversed(self._events_after(run_id, after)):
+            if kind == "WorkflowFailedEvent":
+                raise failure(RuntimeError(f"the run failed: {text[:300]}"), self.slot)
+            if kind in ("StopEvent", "WorkflowIdleEvent"):
+                return "completed" if kind == "StopEvent" else "interrupted"
+        raise RuntimeError(f"run {run_id} left no outcome after event {after}: {kinds}")
+
+    def _events_after(self, run_id: str, after: int) -> list[tuple[str, str]]:
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT event_json FROM events WHERE run_id = ? AND sequence > ? ORDER BY sequence",
+                (run_id, after),
+            ).fetchall()
+        out = []
+        for (text,) in rows:
+            try:
+                out.append((json.loads(text).get("type", ""), text))
+            except (ValueError, AttributeError):
+                out.append(("", text))
+        return out
+
+    def _last_event(self, run_id: str) -> int:
+        with self._connect() as conn:
+            try:
+                row = conn.execute(
+                    "SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,)
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return -1
+        return -1 if row is None or row[0] is None else row[0]
+
+    # -- reading and altering the store ----------------------------------------------------------
+    def _connect(self):
+        return closing(sqlite3.connect(self.db, timeout=60, isolation_level=None))
+
+    def _handler(self, thread: str):
+        """``(run_id, status, idle_since)`` of the thread's handler row, or ``None``."""
+        if not self.db.exists():
+            return None
+        with self._connect() as conn:
+            try:
+                return conn.execute(
+                    "SELECT run_id, status, idle_since FROM handlers WHERE handler_id = ?",
+                    (thread,),
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return None
+
+    def _state_text(self, run_id: str):
+        with self._connect() as conn:
+            row = conn.execute(
+                "SELECT state_json FROM workflow_state WHERE run_id = ? AND namespace = ''",
+                (run_id,),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def _asked(self, run_id: str) -> int | None:
+        """The gate of the newest ``Ask<t>`` (``InputRequiredEvent``) in the run's published
+        events: what a client of ``GET /events/{handler_id}`` was asked last."""
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT event_json FROM events WHERE run_id = ? ORDER BY sequence DESC", (run_id,)
+            ).fetchall()
+        for (text,) in rows:
+            try:
+                kind = json.loads(text).get("type", "")
+            except (ValueError, AttributeError):
+                continue
+            if kind.startswith("Ask") and kind[3:].isdigit():
+                return int(kind[3:])
+        return None
+
+    async def _replay(self, run_id: str) -> dict:
+        """The journal folded by the framework's own reducer into a serialized context (decoding,
+        not execution: no step runs)."""
+        from llama_agents.server import SqliteWorkflowStore
+        from llama_agents.server._store.abstract_workflow_store import stream_workflow_ticks
+        from workflows.context.serializers import JsonSerializer
+        from workflows.runtime.control_loop import replay_ticks_stream
+        from workflows.runtime.types.internal_state import BrokerState
+
+        serializer = JsonSerializer()
+        store = SqliteWorkflowStore(str(self.db), auto_migrate=False)
+        ticks = stream_workflow_ticks(store, run_id, serializer=serializer)
+        replay = await replay_ticks_stream(BrokerState.from_workflow(self.wf), ticks, run_id=run_id)
+        return replay.state.to_serialized(serializer).model_dump(mode="json")
+
+    def _done_answers(self, run_id: str):
+        text = self._state_text(run_id)
+        return ([], {}) if text is None else decode_state_json(text)
+
+    def query(self, thread: str) -> StateView:
+        row = self._handler(thread)
+        if row is None:
+            return StateView.of(self.plan, (), {}, None)
+        run_id = row[0]
+        done, answers = self._done_answers(run_id)
+        try:
+            snapshot = self.loop.run_until_complete(self._replay(run_id))
+        except Exception as exc:
+            raise Unreadable(f"the tick journal does not replay: {exc}") from exc
+        pending = pending_gate(self.plan, self.gate, snapshot, done, self._asked(run_id))
+        return StateView.of(self.plan, done, answers, pending)
+
+    def tamper(self, thread: str, how: str) -> None:
+        row = self._handler(thread)
+        if row is None:
+            raise LookupError(f"nothing stored for {thread!r}")
+        run_id = row[0]
+        with self._connect() as conn:
+            if how == "corrupt":  # the journal: the newest tick no longer decodes
+                tick_id, data = conn.execute(
+                    "SELECT id, tick_data FROM ticks WHERE run_id = ? ORDER BY sequence DESC"
+                    " LIMIT 1", (run_id,)).fetchone()
+                conn.execute("UPDATE ticks SET tick_data = ? WHERE id = ?",
+                             (tamper.corrupt_text(data), tick_id))
+                return
+            done, answers = self._done_answers(run_id)
+            value = tamper.bad_state(self.plan, how, done, answers)
+            conn.execute(
+                "UPDATE workflow_state SET state_json = ? WHERE run_id = ? AND namespace = ''",
+                (tamper.pydantic_state_json(value, tamper.STATE_QUALNAME), run_id),
+            )
+
+    def clone_store(self, dest) -> None:
+        copy_sqlite(self.db, dest, wal=True)
+        copy_side_files(self.workdir, dest)
+
+    def close(self) -> None:
+        if self.server is not None:
+            try:
+                self.loop.run_until_complete(self.server.stop())
+            except Exception:
+                pass
+            self.server = None
+        close_loop(self.loop)
