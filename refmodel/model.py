@@ -179,8 +179,16 @@ class Model:
                 return self._run(world, op.thread, replace(thread, durable=rewound), op, answer)
             return self._run(world, op.thread, thread, op, answer=None)
         alternatives = self._nothing_to_do(world, op.thread)
-        if status == "interrupted" and thread.kept is not None:
-            alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
+        if status == "interrupted":
+            crash = getattr(op, "crash", None)
+            gate = thread.durable.pending
+            if crash is not None and (crash.task, crash.phase) == (gate, "before_effect"):
+                # Re-asking the pending gate enters it again: its crash point may fire there.
+                died = replace(thread, crash_kind=crash.kind)
+                alternatives.append((Observation("crashed", (), thread.durable.view(self.workflow)),
+                                     world.put(op.thread, died)))
+            if thread.kept is not None:
+                alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
         return alternatives
 
     def _fork(self, world: World, op: Fork):
