@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
     p.add_argument("paths", nargs="*", metavar="PATH", help="entries or directories (default: corpus/)")
     p.add_argument("--target", help="replay on this target instead of each entry's own")
+    p.add_argument("--trials", type=int, default=1, metavar="N",
+                   help="replay each entry N times and report how often each status came up")
+    p.add_argument("--mark-timing", action="store_true",
+                   help="with --trials: mark entries whose recorded status came up in some but "
+                        "not all trials as timing-dependent, with the measured rate")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.set_defaults(func=_replay)
@@ -211,8 +216,21 @@ def _replay(args) -> int:
     paths = entries(args.paths or None)
     if not paths:
         raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
+    if args.trials < 1:
+        raise UsageError("--trials must be at least 1")
     replayer = Replayer(args.op_timeout, args.target)
-    results = [replayer.replay(p) for p in paths]
+    results = []
+    for path in paths:
+        trials = [replayer.replay(path) for _ in range(args.trials)]
+        statuses = [t.status for t in trials]
+        result = max(trials, key=lambda t: statuses.count(t.status))  # the most frequent
+        if args.trials > 1:
+            counts = ", ".join(f"{s} {statuses.count(s)}/{args.trials}"
+                               for s in dict.fromkeys(statuses))
+            result.detail = f"[{counts}] {result.detail}"
+            if args.mark_timing:
+                _mark_timing(path, statuses)
+        results.append(result)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -222,6 +240,21 @@ def _replay(args) -> int:
         counts = {s: sum(r.status == s for r in results) for s in marks}
         print(", ".join(f"{n} {s.lower()}" for s, n in counts.items()))
     return 0 if all(r.status == "FIXED" for r in results) else 1
+
+
+def _mark_timing(path, statuses) -> None:
+    """Record, in the entry, that its recorded status reproduces only sometimes."""
+    from .trace import dump_trace, load_trace
+
+    trace = load_trace(path)
+    recorded = trace.status or "FAILED"
+    again = statuses.count(recorded)
+    if 0 < again < len(statuses) and trace.finding is not None:
+        detail = trace.finding.detail.split(": ", 1)[-1] if trace.finding.detail.startswith(
+            "timing-dependent") else trace.finding.detail
+        finding = trace.finding.__class__(**{**trace.finding.__dict__, "detail":
+                  f"timing-dependent (reproduced {again}/{len(statuses)} replays): {detail}"})
+        dump_trace(trace.with_(finding=finding), path)
 
 
 # -- explore ------------------------------------------------------------------------------------
