@@ -9,7 +9,7 @@ until the time is spent: Hypothesis has no time budget of its own.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import Phase, Verbosity
@@ -183,5 +183,4 @@ def _measure_timing(adapter, trace, options):
     statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
     again = sum(s == "FAILED" for s in statuses)
     detail = f"timing-dependent (reproduced {again}/{TRIALS} replays): {trace.finding.detail}"
-    return trace.with_(finding=trace.finding.__class__(**{**trace.finding.__dict__,
-                                                          "detail": detail}))
+    return trace.with_(finding=replace(trace.finding, detail=detail))

@@ -8,6 +8,7 @@ environment error, reported as one line on stderr, with nothing written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -252,8 +253,8 @@ def _mark_timing(path, statuses) -> None:
     if 0 < again < len(statuses) and trace.finding is not None:
         detail = trace.finding.detail.split(": ", 1)[-1] if trace.finding.detail.startswith(
             "timing-dependent") else trace.finding.detail
-        finding = trace.finding.__class__(**{**trace.finding.__dict__, "detail":
-                  f"timing-dependent (reproduced {again}/{len(statuses)} replays): {detail}"})
+        rate = f"timing-dependent (reproduced {again}/{len(statuses)} replays)"
+        finding = dataclasses.replace(trace.finding, detail=f"{rate}: {detail}")
         dump_trace(trace.with_(finding=finding), path)
 
 
