@@ -40,7 +40,10 @@ def classify(
 
     # A tampered store explains everything that follows it: whatever else the run then did
     # (re-fired a task the forgery un-did, say), the cause is that it ran on (docs/semantics.md).
-    if thread is not None and thread.tampered and not isinstance(op, Fork):
+    # A fork reads the checkpoint it addresses: only the latest one was tampered with.
+    reads_tampered = thread is not None and thread.tampered and (
+        not isinstance(op, Fork) or thread.checkpoint(op.gate) == thread.durable)
+    if reads_tampered:
         if observed.outcome.replace("rejected", "").strip("|") or fired:
             return Divergence(
                 "InvalidPersist",

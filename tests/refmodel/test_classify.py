@@ -62,3 +62,17 @@ def test_recovery_refiring_completed_work_is_replay():
 
 def test_categories_keep_the_contracts_order():
     assert CATEGORIES[0] == "Replay" and CATEGORIES[-2:] == ("StateMismatch", "Unclassified")
+
+
+def test_a_fork_that_runs_on_its_tampered_checkpoint_is_invalid_persist():
+    from refmodel import Fork, Tamper
+
+    wf = Workflow(2, {1}, ("a", "b"))
+    model, world = Model(wf), World()
+    for op in (Start("t0"), Tamper("t0", how="forged")):
+        world = model.step(world, op)[0][1]
+    fork = Fork("t0", gate=1, value="a", new_thread="f1")
+    allowed = [o for o, _ in model.step(world, fork)]
+    observed = Observation("completed", (("f1", 2, None),),
+                           StateView("completed", (1, 2), ((1, "a"),), None))
+    assert classify(model, world, fork, allowed, observed).category == "InvalidPersist"
