@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mark-timing", action="store_true",
                    help="with --trials: mark entries whose recorded status came up in some but "
                         "not all trials as timing-dependent, with the measured rate")
+    p.add_argument("--update", action="store_true",
+                   help="record in each entry the status this replay found (FIXED, FAILED, "
+                        "CHANGED), as the nightly run does; ERROR leaves an entry as it was")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.set_defaults(func=_replay)
@@ -231,6 +234,8 @@ def _replay(args) -> int:
             result.detail = f"[{counts}] {result.detail}"
             if args.mark_timing:
                 _mark_timing(path, statuses)
+        if args.update and result.status != "ERROR":
+            _record_status(path, result.status, statuses)
         results.append(result)
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
@@ -241,6 +246,18 @@ def _replay(args) -> int:
         counts = {s: sum(r.status == s for r in results) for s in marks}
         print(", ".join(f"{n} {s.lower()}" for s, n in counts.items()))
     return 0 if all(r.status == "FIXED" for r in results) else 1
+
+
+def _record_status(path, status: str, statuses) -> None:
+    """Write the replayed status into the entry (a timing-dependent entry keeps its own while
+    it still comes up at all)."""
+    from .trace import dump_trace, load_trace
+
+    trace = load_trace(path)
+    recorded = trace.status or "FAILED"
+    if recorded in statuses or status == recorded:
+        return
+    dump_trace(trace.with_(status=status), path)
 
 
 def _mark_timing(path, statuses) -> None:
