@@ -101,6 +101,9 @@ class Capabilities:
     crash_phases: frozenset = frozenset(PHASES)
     tamper_hows: frozenset = frozenset(TAMPER_HOWS)
     bad_output: bool = True  # can a task return a value outside the state schema?
+    # "thread": tamper alters one thread's latest checkpoint.  "store": it damages the whole
+    # store (a truncated database file), so every thread in it counts as tampered afterwards.
+    tamper_scope: str = "thread"
     forced_race: bool = False  # can the store hold racers' writes until all have read?
     max_racers: int = 3
     not_expressible: Mapping[str, str] = field(default_factory=dict)

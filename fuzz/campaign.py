@@ -19,6 +19,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from adapters.protocol import Adapter, Variant
 
 from . import corpus, evidence, report
+from .errors import EngineError
 from .failures import Failure
 from .machine import machine_for
 from .profiles import profile_settings
@@ -49,6 +50,7 @@ class VariantResult:
     seconds: float = 0.0
     findings: list = field(default_factory=list)
     flaky: list = field(default_factory=list)  # failures Hypothesis could not reproduce
+    errors: list = field(default_factory=list)  # engine or adapter errors that ended the run
 
 
 @dataclass
@@ -139,6 +141,11 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             failure.timing = True
         except Flaky as exc:  # data generation itself differed: nothing to keep
             result.flaky.append(str(exc).splitlines()[0])
+        except EngineError as exc:
+            # The machinery or the adapter broke (never a verdict): this variant's campaign
+            # ends here, loudly; the others go on, and the command exits 2.
+            result.errors.append(str(exc).splitlines()[0])
+            break
         if failure is not None:
             _keep(adapter, variant, failure, options, result, notify_outer)
             found.add(failure.divergence.category)

@@ -155,9 +155,15 @@ def _fuzz(args) -> int:
             "seconds": seconds,
             "findings": findings,
             "flaky": [m for r in results for m in r.flaky],
+            "errors": [{"variant": r.variant, "error": e} for r in results for e in r.errors],
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
+    if any(r.errors for r in results):
+        for r in results:
+            for e in r.errors:
+                print(f"resumefuzz: error: [{r.variant}] {e}", file=sys.stderr)
+        return 2
     return 1 if findings and not args.exit_zero else 0
 
 

@@ -200,6 +200,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
                     workflow=self.workflow,
                 )
             self.world = next(w for o, w in allowed if o.same_as(observed))
+            if isinstance(op, Tamper) and caps.tamper_scope == "store":
+                # The whole store was damaged: every other thread with a checkpoint is too.
+                for name, thread in self.world.threads:
+                    if not thread.tampered and self._status(thread) != "new":
+                        self.world = self.model.step(self.world, Tamper(name, how=op.how))[0][1]
 
     DifferentialMachine.__name__ = f"Differential_{session.adapter.name}_{session.variant.name}"
     return DifferentialMachine

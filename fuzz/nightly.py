@@ -113,7 +113,8 @@ def _campaign(adapter, variant, budget, options: NightlyOptions) -> dict:
     evidence.record(adapter, variant, result, options.results_dir)
     return {"target": adapter.name, "variant": variant.name, "examples": result.examples,
             "operations": result.operations, "seconds": result.seconds,
-            "findings": [f.to_json() for f in result.findings], "flaky": result.flaky}
+            "findings": [f.to_json() for f in result.findings], "flaky": result.flaky,
+            **({"error": "; ".join(result.errors)} if result.errors else {})}
 
 
 def _run_jobs(adapters, jobs, budget, options: NightlyOptions, log) -> list:

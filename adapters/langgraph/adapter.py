@@ -112,6 +112,8 @@ class LangGraphAdapter(Adapter):
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
+            # Truncating the SQLite file damages every thread stored in it.
+            tamper_scope="store" if o.get("tamper") in ("trunchalf", "trunczero") else "thread",
         )
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
