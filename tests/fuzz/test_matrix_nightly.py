@@ -17,7 +17,7 @@ def nightly(tmp_path_factory):
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        options = NightlyOptions(targets=["reference", "mutant:LostUpdate"], max_examples=40,
+        options = NightlyOptions(targets=["reference", "mutant:Replay"], max_examples=40,
                                  seed=3, profile="ci", jobs=2)
         summary = run_nightly(options, log=lambda line: None)
     finally:
@@ -28,10 +28,10 @@ def nightly(tmp_path_factory):
 def test_nightly_runs_campaigns_replays_and_renders(nightly):
     root, summary = nightly
     assert {(c["target"], c["variant"]) for c in summary.campaigns} == {
-        ("reference", "default"), ("mutant:LostUpdate", "default")}
+        ("reference", "default"), ("mutant:Replay", "default")}
     assert all("error" not in c for c in summary.campaigns)
-    lost = next(c for c in summary.campaigns if c["target"] == "mutant:LostUpdate")
-    assert [f["category"] for f in lost["findings"]] == ["LostUpdate"]
+    replay = next(c for c in summary.campaigns if c["target"] == "mutant:Replay")
+    assert [f["category"] for f in replay["findings"]] == ["Replay"]
     assert summary.replays and all(r["status"] == "FAILED" for r in summary.replays)
     assert summary.changed == []
     assert (root / "results" / "matrix.md").exists() and (root / "results" / "matrix.html").exists()
@@ -43,9 +43,9 @@ def test_matrix_cells(nightly, capsys):
     assert main(["matrix", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {(r["target"], r["variant"]): r["cells"] for r in doc["rows"]}
-    lost = rows[("mutant:LostUpdate", "default")]
-    assert lost["CO"]["verdict"] == "✗" and lost["CO"]["link"].endswith(".md")
-    assert lost["PC"]["verdict"] == "✓" and lost["PC"]["examples"] > 0
+    replay = rows[("mutant:Replay", "default")]
+    assert replay["EO"]["verdict"] == "✗" and replay["EO"]["link"].endswith(".md")
+    assert replay["PC"]["verdict"] == "✓" and replay["PC"]["examples"] > 0
     ref = rows[("reference", "default")]
     assert {c["verdict"] for c in ref.values()} == {"✓"}
     assert all(c["age_days"] is not None for c in ref.values())
@@ -61,7 +61,7 @@ def test_matrix_html_works_offline(nightly):
 def test_nightly_flags_an_entry_a_release_fixed(nightly, capsys):
     root, _ = nightly
     os.chdir(root)
-    entry = next((root / "corpus" / "mutant_LostUpdate").rglob("*.json"))
+    entry = next((root / "corpus" / "mutant_Replay").rglob("*.json"))
     doc = json.loads(entry.read_text())
     doc["target"] = "reference"  # as if the framework had been fixed
     fixed = root / "corpus" / "reference" / "default" / entry.name
