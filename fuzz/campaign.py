@@ -136,9 +136,10 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             failure = exc
         except FlakyFailure as exc:
             failure = next((e for e in exc.exceptions if isinstance(e, Failure)), None)
-            if failure is None:
-                raise
-            failure.timing = True
+            if failure is None:  # e.g. an example rejected on one run and not on the next
+                result.flaky.append(str(exc).splitlines()[0])
+            else:
+                failure.timing = True
         except Flaky as exc:  # data generation itself differed: nothing to keep
             result.flaky.append(str(exc).splitlines()[0])
         except EngineError as exc:
