@@ -24,6 +24,7 @@ from refmodel import CATEGORY_INFO
 
 from . import evidence
 from .corpus import CORPUS_DIR, entries, slug
+from .errors import ResumefuzzError
 from .report import REPORTS_DIR, report_path
 from .trace import load_trace
 
@@ -61,6 +62,9 @@ class Row:
     other: list  # Unclassified findings: gaps to report, never hidden
 
 
+UNREADABLE: list = []  # corpus entries the last build could not read: rendered, never dropped
+
+
 def _age(stamp: str, now: datetime.datetime) -> float | None:
     try:
         then = datetime.datetime.fromisoformat(stamp)
@@ -74,10 +78,12 @@ def build(targets: list[str] | None = None, results_dir: Path = evidence.RESULTS
     now = datetime.datetime.now(datetime.timezone.utc)
     docs = {(d["target"], d["variant"]): d for d in evidence.load_all(results_dir)}
     findings: dict = {}
+    UNREADABLE.clear()
     for path in entries(None, corpus_dir):
         try:
             trace = load_trace(path)
-        except Exception:  # noqa: BLE001 - a malformed entry is replay's to report, not ours
+        except ResumefuzzError as exc:  # shown under the table, so a reader sees it
+            UNREADABLE.append(str(exc))
             continue
         if trace.finding is None or trace.status not in (None, "FAILED", "CHANGED"):
             continue
@@ -164,6 +170,9 @@ def render_md(rows: list[Row]) -> str:
     if unclassified:
         lines += ["", "Unclassified divergences (gaps in the model or an adapter):"]
         lines += [f"- {r.target} [{r.variant}]: [{o}]({o})" for r, o in unclassified]
+    if UNREADABLE:
+        lines += ["", "Corpus entries that could not be read (not counted above):"]
+        lines += [f"- {e}" for e in UNREADABLE]
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +203,10 @@ def render_html(rows: list[Row], generated: str) -> str:
     return (f"<!doctype html><meta charset=utf-8><title>resumefuzz conformance matrix</title>"
             f"<style>{_CSS}</style><h1>resumefuzz conformance matrix</h1>"
             f"<p>{html.escape(legend)}</p><p>generated {html.escape(generated)}</p>"
-            f"<table><tr><th>target</th><th>variant</th>{head}</tr>{''.join(body)}</table>\n")
+            f"<table><tr><th>target</th><th>variant</th>{head}</tr>{''.join(body)}</table>"
+            + ("<h2>Corpus entries that could not be read</h2><ul>"
+               + "".join(f"<li>{html.escape(e)}</li>" for e in UNREADABLE) + "</ul>"
+               if UNREADABLE else "") + "\n")
 
 
 def render_json(rows: list[Row], generated: str) -> str:
@@ -204,6 +216,7 @@ def render_json(rows: list[Row], generated: str) -> str:
         "rows": [{"target": r.target, "variant": r.variant, "options": r.options,
                   "cells": {p: c.to_json() for p, c in r.cells.items()},
                   "unclassified": r.other} for r in rows],
+        "unreadable": list(UNREADABLE),
     }, indent=2, ensure_ascii=False) + "\n"
 
 

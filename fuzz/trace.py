@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
@@ -33,10 +32,12 @@ FORMAT = "resumefuzz-trace"
 VERSION = 1
 
 
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "trace-v1.schema.json"
+
+
 @cache
 def schema() -> dict:
-    text = resources.files("fuzz").joinpath("schemas/trace-v1.schema.json").read_text()
-    return json.loads(text)
+    return json.loads(SCHEMA_PATH.read_text())
 
 
 @dataclass(frozen=True)
