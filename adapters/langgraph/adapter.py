@@ -4,10 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 
-from adapters.protocol import OPERATIONS, Adapter, Capabilities, Deviation, Variant, Workflow
+from adapters.protocol import (
+    OPERATIONS,
+    Adapter,
+    Capabilities,
+    Deviation,
+    Variant,
+    Workflow,
+    installed_versions,
+)
 
 from .variants import BY_NAME, VARIANTS
 
@@ -78,13 +85,7 @@ class LangGraphAdapter(Adapter):
             raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
 
     def versions(self) -> Mapping[str, str]:
-        found = {}
-        for dist in DISTRIBUTIONS:
-            try:
-                found[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                pass
-        return found
+        return installed_versions(DISTRIBUTIONS)
 
     def variants(self) -> Sequence[Variant]:
         return VARIANTS

@@ -9,10 +9,9 @@ This module imports no framework code at import time; ``prepare()`` does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 
-from adapters.protocol import Adapter, Op, Variant, Workflow
+from adapters.protocol import Adapter, Op, Variant, Workflow, installed_versions
 
 from . import declarations
 
@@ -55,13 +54,7 @@ class LlamaIndexAdapter(Adapter):
         from . import build, events  # noqa: F401  (the generated classes' modules)
 
     def versions(self) -> Mapping[str, str]:
-        found = {}
-        for dist in DISTRIBUTIONS:
-            try:
-                found[dist] = metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                found[dist] = "absent"
-        return found
+        return installed_versions(DISTRIBUTIONS)
 
     def variants(self) -> Sequence[Variant]:
         return declarations.VARIANTS

@@ -66,18 +66,9 @@ class Harness:
 
 
 def injected(exc) -> bool:
-    from adapters.protocol import CrashInjected
+    from fuzz.testing import injected as engine_injected
 
-    seen, stack = set(), [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, CrashInjected):
-            return True
-        stack += [e.__cause__, e.__context__]
-    return False
+    return engine_injected(exc)
 
 
 FRAMEWORK_RACE = "PanicException"
