@@ -64,6 +64,26 @@ COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addres
                   "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
 
 
+# What each weaker durability mode documents losing to a SIGKILL (types.py:99-105): the
+# docstring quoted, the scope in words, and the categories it explains (the first cites the quote).
+DURABILITY_LOSSES = {
+    "async": (
+        "\"'async': Changes are persisted asynchronously while the next step executes.\"",
+        "durability='async' persists a step's checkpoint while the next step runs: after a "
+        "SIGKILL, a task whose completion was not yet saved runs again, and the stored state "
+        "lags behind the completed tasks",
+        ("Replay", "StateMismatch"),
+    ),
+    "exit": (
+        "\"'exit': Changes are persisted only when the graph exits.\"",
+        "durability='exit' persists nothing until the run exits: after a SIGKILL inside a run, "
+        "every task (and every answer) of that run is lost, so tasks run again, an answered gate "
+        "asks again, and the stored state lags",
+        ("Replay", "StateMismatch", "DoubleConsume"),
+    ),
+}
+
+
 class LangGraphAdapter(Adapter):
     """LangGraph (``langgraph``) on its memory, SQLite and PostgreSQL savers."""
 
@@ -122,24 +142,14 @@ class LangGraphAdapter(Adapter):
         out = []
         # The durability docstrings explain what a SIGKILL loses; the memory saver has no
         # SIGKILL crash points, so they explain nothing there.
-        killable = o["saver"] != "memory"
-        if killable and o["durability"] == "async":
-            scope = ("durability='async' persists a step's checkpoint while the next step runs: "
-                     "after a SIGKILL, a task whose completion was not yet saved runs again, and "
-                     "the stored state lags behind the completed tasks")
-            killed = {"after_crash_kinds": frozenset({"sigkill"})}
-            out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'async': Changes are persisted "
-                              "asynchronously while the next step executes.\"", scope, **killed),
-                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('async')", scope, **killed)]
-        if killable and o["durability"] == "exit":
-            scope = ("durability='exit' persists nothing until the run exits: after a SIGKILL "
-                     "inside a run, every task (and every answer) of that run is lost, so tasks "
-                     "run again, an answered gate asks again, and the stored state lags")
-            killed = {"after_crash_kinds": frozenset({"sigkill"})}
-            out += [Deviation("Replay", f"{TYPES_DURABILITY}: \"'exit': Changes are persisted "
-                              "only when the graph exits.\"", scope, **killed),
-                    Deviation("StateMismatch", f"{TYPES_DURABILITY} ('exit')", scope, **killed),
-                    Deviation("DoubleConsume", f"{TYPES_DURABILITY} ('exit')", scope, **killed)]
+        mode = o["durability"]
+        if o["saver"] != "memory" and mode in DURABILITY_LOSSES:
+            quote, scope, categories = DURABILITY_LOSSES[mode]
+            killed = frozenset({"sigkill"})
+            out += [Deviation(category, f"{TYPES_DURABILITY}: {quote}" if i == 0
+                              else f"{TYPES_DURABILITY} ({mode!r})", scope,
+                              after_crash_kinds=killed)
+                    for i, category in enumerate(categories)]
         if o["api"] == "func" and o["fork"] in ("update", "copy", "travel"):
             out.append(Deviation(
                 "PrefixReplay",
