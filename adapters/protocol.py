@@ -101,8 +101,10 @@ class Capabilities:
     crash_phases: frozenset = frozenset(PHASES)
     tamper_hows: frozenset = frozenset(TAMPER_HOWS)
     bad_output: bool = True  # can a task return a value outside the state schema?
-    # "thread": tamper alters one thread's latest checkpoint.  "store": it damages the whole
-    # store (a truncated database file), so every thread in it counts as tampered afterwards.
+    # What a tamper reaches (CONTRACT.md section 3, "What a tamper reaches"): "thread", only
+    # the tampered thread's own stored state; "lineage", every branch that shares its
+    # framework-level thread or file (a run and all the forks taken from it); "store", the whole
+    # store (a truncated database file): every thread in it counts as tampered afterwards.
     tamper_scope: str = "thread"
     forced_race: bool = False  # can the store hold racers' writes until all have read?
     max_racers: int = 3
@@ -154,6 +156,26 @@ class CrashInjected(Exception):
 
 class Unreadable(Exception):
     """Raised by ``Case.query`` when the store holds something the framework cannot decode."""
+
+
+class Refused(Exception):
+    """The framework refused the operation loudly, by a means other than raising.
+
+    Raise it from ``Case.run`` when the framework says no without an exception of its own (an
+    HTTP 4xx/5xx from a server's route, an error status in a returned handle), with the
+    framework's own words as the message.  An exception the *framework* raises needs no
+    wrapping: the engine records its type and first line.  Never raise it for a condition the
+    adapter decided on its own: that would invent a refusal the framework did not make.
+    """
+
+
+class HarnessError(Exception):
+    """The adapter itself failed (a thread it lost track of, a file it could not write).
+
+    Never an observation of the framework: the engine counts and shows it as a tool error for
+    the example, and never turns it into a finding.  Any exception raised from the adapter's own
+    code (rather than from inside the framework) is treated the same way.
+    """
 
 
 class Hooks:
@@ -370,11 +392,13 @@ __all__ = [
     "Deviation",
     "Durable",
     "Fork",
+    "HarnessError",
     "Hooks",
     "Op",
     "Query",
     "Race",
     "Recover",
+    "Refused",
     "Resume",
     "SideTable",
     "Start",

@@ -176,13 +176,16 @@ class Observation:
     ``effects`` is a sorted tuple of ``(branch, task, value)`` rows, one per firing.  ``state`` is
     the op's thread as ``query`` reports it; in an *expected* observation ``None`` means "not
     compared" (the thread's store was tampered with), in an *observed* one "could not be read".
-    ``twin`` is the second copy's observation of a ``twin_recover``.
+    ``twin`` is the second copy's observation of a ``twin_recover``.  ``error`` is, for a
+    ``rejected`` or ``crashed`` outcome, the framework's exception type and the first line of its
+    message (``"ValueError: checkpoint does not decode"``): evidence for a reader, never compared.
     """
 
     outcome: str
     effects: tuple = ()
     state: object = None  # StateView | None
     twin: Observation | None = None
+    error: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "effects", sort_effects(self.effects))
@@ -205,6 +208,8 @@ class Observation:
         }
         if self.twin is not None:
             doc["twin"] = self.twin.to_json()
+        if self.error is not None:
+            doc["error"] = self.error
         return doc
 
     @classmethod
@@ -214,7 +219,7 @@ class Observation:
         state = None if doc.get("state") is None else StateView.from_json(doc["state"])
         twin = None if doc.get("twin") is None else cls.from_json(doc["twin"])
         effects = tuple(tuple(e) for e in doc.get("effects", ()))
-        return cls(doc["outcome"], effects, state, twin)
+        return cls(doc["outcome"], effects, state, twin, doc.get("error"))
 
 
 def sort_effects(effects) -> tuple:
