@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,11 +316,96 @@ class Adapter:
         Called by the engine in a short-lived worker after the case ends, also when the case's
         worker was killed and never reached ``Case.close``.  Must be idempotent."""
 
+    def use_store(self, factory_path: str) -> None:
+        """Bring your own store: run every case on the store ``factory_path``
+        (``"mypkg.savers:make_saver"``) builds, instead of the adapter's own stores.
+
+        Called in the parent, before ``prepare``; the adapter imports the factory here (never
+        calls it: the factory runs in workers, in ``open``) and from then on ``variants`` lists
+        the variants of that store (``store-<name>-...``).  The path comes from the command line
+        only, never from a corpus file.  Adapters whose framework has no persistence extension
+        point keep this default, which refuses."""
+        raise NotImplementedError(f"target {self.name!r} has no store extension point")
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
         """A standalone Python script, using the framework's API alone (no resumefuzz import),
         that replays ``ops`` and prints what happens: the shrink report embeds it, fit to paste
         into the framework's issue tracker.  ``None`` if the adapter cannot write one."""
         return None
+
+
+# =================================================================================================
+# Bring your own store: what a store factory receives and may return (docs/stores.md).
+# =================================================================================================
+
+#: What ``StoreHandle.tamper_scope`` may say (the same words as ``Capabilities.tamper_scope``).
+TAMPER_SCOPES = ("thread", "lineage", "store")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreContext:
+    """What a store factory is called with, in every worker that opens a case.
+
+    ``workdir`` is the case's directory: the same directory means the same data, so a factory
+    called again after a worker was SIGKILLed must re-open what the first call created (a file
+    inside ``workdir``, or an external database named by ``store_id``).  ``store_id`` is a short
+    name made of ``[a-z0-9_]`` only, stable for ``workdir``, fit to name a database, a key prefix
+    or a table; ``case_id`` names the case in logs.  ``framework`` is the target name.
+    """
+
+    workdir: Path
+    store_id: str
+    case_id: str
+    framework: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TamperTarget:
+    """What ``StoreHandle.tamper`` is asked to damage, in the framework's own ids.
+
+    ``thread_id``: the LangGraph thread id, the pydantic-graph run's persistence key, the
+    CrewAI flow id.  ``checkpoint_id``: the stored checkpoint to damage (LangGraph), else None.
+    ``how``: one of the handle's ``tamper_hows`` (``corrupt``: bytes the store cannot decode;
+    ``invalid``: decodes, breaks the state; ``forged``: a well-formed state the run never
+    produced).
+    """
+
+    how: str
+    thread_id: str
+    checkpoint_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreHandle:
+    """A store, plus what only the store's author can say about its data.
+
+    A factory returns either the framework's store object alone (then the operations that need
+    more are ``n/a``, with the reason, for that store) or a ``StoreHandle``:
+
+    - ``clone(dest)``: copy the data so that the factory, called with the ``StoreContext``
+      ``dest`` (a new, empty ``workdir`` and its own ``store_id``), opens an identical copy
+      (twin recovery); this case's store stays usable;
+    - ``tamper(target)``: damage the stored data *directly*, not through the framework's API;
+      return one line saying what was done; ``tamper_hows`` lists the kinds it implements and
+      ``tamper_scope`` what one tamper reaches (``Capabilities.tamper_scope``);
+    - ``close()``: release connections (the data stays); ``cleanup()``: delete what the case
+      stored outside ``workdir`` (a database, keys); idempotent, called once the case ended;
+    - ``shared``: False when processes cannot share the data (an in-memory store): no race,
+      no SIGKILL crash, no twin.
+
+    An ``async def`` factory builds an asynchronous store (a LangGraph async saver): it is
+    awaited on the case's event loop, the graph is driven with ``ainvoke``, and ``clone``,
+    ``tamper``, ``close`` and ``cleanup`` may then be coroutine functions too.
+    """
+
+    store: object
+    clone: Callable[[StoreContext], None] | None = None
+    tamper: Callable[[TamperTarget], str] | None = None
+    tamper_hows: frozenset = frozenset({"corrupt"})
+    tamper_scope: str = "thread"
+    close: Callable[[], None] | None = None
+    cleanup: Callable[[], None] | None = None
+    shared: bool = True
 
 
 # =================================================================================================
@@ -402,6 +487,10 @@ __all__ = [
     "Resume",
     "SideTable",
     "Start",
+    "StoreContext",
+    "StoreHandle",
+    "TAMPER_SCOPES",
+    "TamperTarget",
     "StateView",
     "Tamper",
     "TwinRecover",

@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when something was found (campaign jobs that collect "
                         "findings); usage and environment errors still exit 2")
+    p.add_argument("--store", metavar="MOD:FUNC", help="bring your own store: the factory mypkg.mod:function that builds the store (docs/stores.md)")
     p.set_defaults(func=_fuzz)
 
     p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                         "CHANGED), as the nightly run does; ERROR leaves an entry as it was")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
+    p.add_argument("--store", metavar="MOD:FUNC",
+                   help="the store factory of entries fuzzed with --store (never read from an entry)")
     p.set_defaults(func=_replay)
 
     p = sub.add_parser("explore", help="enumerate operation sequences on the reference and mutants")
@@ -116,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
     p.add_argument("--json", action="store_true", help="print the variants as JSON")
+    p.add_argument("--store", metavar="MOD:FUNC", help="list the variants of this store factory")
     p.set_defaults(func=_targets)
     return parser
 
@@ -128,7 +132,7 @@ def _fuzz(args) -> int:
 
     from .campaign import CampaignOptions, run_campaign
     from .profiles import profile_settings
-    from .targets import prepare, resolve, select_variants
+    from .targets import prepare, prepare_store, resolve, select_variants, use_store
 
     if args.max_examples is not None and args.max_examples < 1:
         raise UsageError("--max-examples must be at least 1")
@@ -136,8 +140,11 @@ def _fuzz(args) -> int:
         raise UsageError("--max-time must be positive")
     profile_settings(args.profile)  # validates the profile before anything runs
     adapter = resolve(args.target)
+    use_store(adapter, args.store)
     variants = select_variants(adapter, args.variant)  # an unknown variant fails before import
-    prepare(adapter)
+    prepare_store(adapter)
+    if args.store:
+        _store_banner(adapter, variants, sys.stderr if args.json else sys.stdout)
     options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
                               args.op_timeout, Path(args.corpus), Path(args.reports),
                               Path(args.results), shrink=not args.no_shrink)
@@ -216,6 +223,20 @@ def _summary(target, results, seconds) -> None:
             print(f"  [{r.variant}] flaky (not reproducible): {m}")
 
 
+# -- bring your own store (--store) ------------------------------------------------------------
+
+
+def _store_banner(adapter, variants, out) -> None:
+    """Say loudly, before anything runs, which store runs and what is n/a on it."""
+    versions = adapter.versions()
+    print(f"store: {versions.get('store-factory')}", file=out)
+    for v in variants:
+        caps = adapter.capabilities(v)
+        print(f"  [{v.name}] {v.description}", file=out)
+        for op, why in sorted(caps.not_expressible.items()):
+            print(f"  [{v.name}] n/a {op}: {why}", file=out)
+
+
 # -- replay -------------------------------------------------------------------------------------
 
 
@@ -228,7 +249,7 @@ def _replay(args) -> int:
         raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")
-    replayer = Replayer(args.op_timeout, args.target)
+    replayer = Replayer(args.op_timeout, args.target, store=args.store)
     results = []
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
@@ -419,12 +440,13 @@ def _matrix(args) -> int:
 
 
 def _targets(args) -> int:
-    from .targets import known_targets, resolve
+    from .targets import known_targets, resolve, use_store
 
     if not args.target:
         print("\n".join(known_targets()))
         return 0
     adapter = resolve(args.target)
+    use_store(adapter, args.store)
     if args.json:
         print(json.dumps({"target": args.target, "variants": [{
             "name": v.name, "description": v.description, "options": dict(v.options),

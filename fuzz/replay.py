@@ -17,9 +17,9 @@ from pathlib import Path
 
 from refmodel import InvalidOperation, Model, World, classify
 
-from .errors import ResumefuzzError
+from .errors import ResumefuzzError, UsageError
 from .runner import Session, Settings
-from .targets import prepare, resolve, select_variants
+from .targets import prepare, prepare_store, resolve, select_variants, use_store
 from .trace import load_trace
 
 
@@ -38,14 +38,18 @@ class ReplayResult:
 class Replayer:
     """Prepares each target once, then replays entries on it."""
 
-    def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None):
+    def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None,
+                 store: str | None = None):
         self._adapters: dict = dict(adapters or {})  # name -> an adapter prepared already
         self.op_timeout = op_timeout
         self.target = target  # replay on this target instead of the entry's own
+        self.store = store  # --store: the factory path, from the command line only
 
     def _adapter(self, name: str):
         if name not in self._adapters:
-            self._adapters[name] = prepare(resolve(name))
+            adapter = resolve(name)
+            use_store(adapter, self.store)
+            self._adapters[name] = prepare_store(adapter)
         return self._adapters[name]
 
     def replay(self, path: Path) -> ReplayResult:
@@ -60,6 +64,11 @@ class Replayer:
     def replay_trace(self, trace, path: str = "<trace>") -> ReplayResult:
         recorded = trace.finding.category if trace.finding else None
         try:
+            recorded_store = trace.versions.get("store-factory")
+            if recorded_store and self.store is None:
+                # A corpus entry is inert data: it names the factory, it never imports it.
+                raise UsageError(f"entry ran on the store factory {recorded_store!r}: replay it "
+                                 f"with --store {recorded_store} (after checking that module)")
             adapter = self._adapter(self.target or trace.target)
             variant = trace.variant if self.target is None else None
             variants = select_variants(adapter, [variant] if variant else None)

@@ -70,7 +70,9 @@ def render(trace: Trace, corpus_path: Path, script: str | None) -> str:
         "## Replay",
         "",
         "```",
-        f"resumefuzz replay {corpus_path}",
+        f"resumefuzz replay {corpus_path}" + (
+            f" --store {trace.versions['store-factory']}"
+            if trace.versions.get("store-factory") else ""),
         "```",
         "",
         "## Standalone reproduction (the framework's own API, no resumefuzz)",

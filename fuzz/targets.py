@@ -88,3 +88,26 @@ def select_variants(adapter: Adapter, names: list[str] | None) -> list[Variant]:
             f"its variants: {', '.join(by_name)}"
         )
     return [by_name[n] for n in names]
+
+
+def use_store(adapter, path: str | None) -> None:
+    """Point ``adapter`` at the store factory ``path`` (``--store``); one-line error if the
+    target has no store extension point or the factory cannot be imported."""
+    if path is None:
+        return
+    from adapters.storefactory import StoreFactoryError
+
+    try:
+        adapter.use_store(path)
+    except (NotImplementedError, StoreFactoryError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def prepare_store(adapter):
+    """``prepare(adapter)``, with a broken store factory (found by its probe) a usage error."""
+    from adapters.storefactory import StoreFactoryError
+
+    try:
+        return prepare(adapter)
+    except StoreFactoryError as exc:
+        raise UsageError(str(exc)) from None

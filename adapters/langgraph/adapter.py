@@ -8,6 +8,7 @@ from pathlib import Path
 
 from adapters.protocol import (
     OPERATIONS,
+    TAMPER_HOWS,
     Adapter,
     Capabilities,
     Deviation,
@@ -88,6 +89,24 @@ class LangGraphAdapter(Adapter):
     """LangGraph (``langgraph``) on its memory, SQLite and PostgreSQL savers."""
 
     name = "langgraph"
+    _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
+    _probe = None
+
+    def use_store(self, factory_path: str) -> None:
+        """``--store mypkg.savers:make_saver``: every variant runs on that factory's saver."""
+        from adapters import storefactory
+
+        self._store = storefactory.load(factory_path)
+
+    def store_probe(self):
+        """What the factory's handle offers (one call of the factory in a forked child)."""
+        from adapters import storefactory
+
+        from .custom import check_saver
+
+        if self._probe is None:
+            self._probe = storefactory.probe(self._store, self.name, check_saver(self._store))
+        return self._probe
 
     def environment(self) -> Mapping[str, str]:
         return dict(TELEMETRY_OFF)
@@ -103,11 +122,21 @@ class LangGraphAdapter(Adapter):
             import psycopg  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
+        if self._store is not None:
+            self.store_probe()  # a broken factory fails here, in one line, before any case
 
     def versions(self) -> Mapping[str, str]:
-        return installed_versions(DISTRIBUTIONS)
+        out = installed_versions(DISTRIBUTIONS)
+        if self._store is not None:  # the store's package; the factory path is inert text
+            out[self._store.distribution] = self._store.version
+            out["store-factory"] = self._store.path
+        return out
 
     def variants(self) -> Sequence[Variant]:
+        if self._store is not None:
+            from .custom import custom_variants
+
+            return custom_variants(self._store)
         return VARIANTS
 
     def capabilities(self, variant: Variant) -> Capabilities:
@@ -125,16 +154,29 @@ class LangGraphAdapter(Adapter):
             crash_kinds = {"exception"}
         if o["api"] == "func":
             not_expressible["bad_output"] = NO_SCHEMA
+        tamper_hows, tamper_scope = frozenset(TAMPER_HOWS), None
+        if o["saver"] == "custom":
+            from adapters.storefactory import not_expressible as store_na
+
+            probe = self.store_probe()
+            na = store_na(self._store, probe)
+            not_expressible.update(na)
+            operations -= {op for op in na if op in OPERATIONS}
+            if "sigkill" in na:
+                crash_kinds = {"exception"}
+            tamper_hows, tamper_scope = probe.tamper_hows, probe.tamper_scope
         return Capabilities(
             operations=frozenset(operations),
             crash_kinds=frozenset(crash_kinds),
             bad_output=o["api"] == "graph",
-            forced_race=o["saver"] != "memory",
+            forced_race=o["saver"] != "memory" and "race" in operations,
+            tamper_hows=tamper_hows,
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
             # Truncating the SQLite file damages every thread stored in it.
-            tamper_scope="store" if o.get("tamper") in ("trunchalf", "trunczero") else "thread",
+            tamper_scope=tamper_scope or (
+                "store" if o.get("tamper") in ("trunchalf", "trunczero") else "thread"),
         )
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
@@ -182,4 +224,13 @@ class LangGraphAdapter(Adapter):
         store is inside ``workdir``.  ``variant`` is not needed: the workdir names the database."""
         from .stores import drop_postgres
 
+        if variant is not None and variant.options.get("saver") == "custom":
+            from .stores import CustomStore
+
+            store = CustomStore(Path(workdir), variant.options["store_factory"])
+            try:
+                store.cleanup()  # the factory's StoreHandle.cleanup (idempotent)
+            finally:
+                store.release()
+            return
         drop_postgres(Path(workdir))

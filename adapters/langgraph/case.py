@@ -55,7 +55,7 @@ class LangGraphCase(Case):
     def __init__(self, variant: Variant, workflow: Workflow, workdir: Path):
         self.variant, self.workflow, self.workdir = variant, workflow, Path(workdir)
         self.spec = spec_for(variant, workflow)
-        self.store = open_store(self.spec["saver"], self.workdir)
+        self.store = open_store(self.spec["saver"], self.workdir, self.spec.get("store_factory"))
         self.table = SideTable(self.workdir)
         self.driver = Driver(self.spec, self.store, self.table)
         self.log: list[str] = []  # what each operation did, in framework terms

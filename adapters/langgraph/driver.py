@@ -178,7 +178,10 @@ class Driver:
             # ::test_copy_fork_retriggers_interrupt (copy): update_state, invoke(None) re-fires
             # the interrupt, Command(resume) at the fork checkpoint.
             as_node = {"as_node": "__copy__"} if spelling == "copy" else {}
-            forked = self.app.update_state(at_source, None, **as_node)
+            if getattr(self.store, "is_async", False):
+                forked = self.store.run(self.app.aupdate_state(at_source, None, **as_node))
+            else:
+                forked = self.app.update_state(at_source, None, **as_node)
             fork_id = forked["configurable"]["checkpoint_id"]
             self.calls.append(f"update_state(<gate checkpoint>, None"
                               f"{', as_node=__copy__' if as_node else ''})")
@@ -241,7 +244,7 @@ class Driver:
         """The newest checkpoint in ``h``'s lineage at which ``gate`` raised an interrupt."""
         lg = self._info(h)["lg"]
         for cid in self.lineage(h):
-            saved = self.store.inner.get_tuple(self._config(h, lg, cid))
+            saved = self.store.get_tuple(self._config(h, lg, cid))
             if saved and any(_gate_of(i) == gate for _, i in _interrupts(saved.pending_writes)):
                 return cid
         return None
@@ -254,7 +257,7 @@ class Driver:
         return _ids(i for tid, i in _interrupts(saved.pending_writes) if tid not in done_tasks)
 
     def interrupt_ids_at(self, h: str, cid: str, gate: int) -> list[str]:
-        saved = self.store.inner.get_tuple(self._config(h, self._info(h)["lg"], cid))
+        saved = self.store.get_tuple(self._config(h, self._info(h)["lg"], cid))
         writes = saved.pending_writes if saved else ()
         return _ids(i for _, i in _interrupts(writes) if _gate_of(i) == gate)
 
@@ -263,7 +266,7 @@ class Driver:
         that answers by id resends when it retries."""
         lg = self._info(h)["lg"] if self._info(h) else h
         for cid in self.lineage(h):
-            saved = self.store.inner.get_tuple(self._config(h, lg, cid))
+            saved = self.store.get_tuple(self._config(h, lg, cid))
             ids = _ids(i for _, i in _interrupts(saved.pending_writes if saved else ()))
             if ids:
                 return ids
@@ -281,7 +284,7 @@ class Driver:
         tip = self.tip(h)
         if tip is None:
             return None
-        return self.store.inner.get_tuple(self._config(h, self._info(h)["lg"], tip))
+        return self.store.get_tuple(self._config(h, self._info(h)["lg"], tip))
 
     def _config(self, h: str, lg: str, checkpoint_id: str | None = None) -> dict:
         conf = {"thread_id": lg, BRANCH_KEY: h}
@@ -303,8 +306,12 @@ class Driver:
         conf = config["configurable"]
         where = "checkpoint_id=<tip>" if "checkpoint_id" in conf else "thread head"
         self.calls.append(f"invoke({what}, {where}, durability={self.spec['durability']!r})")
-        result = self.box.hooks.serve(
-            lambda: self.app.invoke(inputs, config, durability=self.spec["durability"]))
+        if getattr(self.store, "is_async", False):  # an async saver: ainvoke on its loop
+            result = self.box.hooks.serve(lambda: self.store.run(
+                self.app.ainvoke(inputs, config, durability=self.spec["durability"])))
+        else:
+            result = self.box.hooks.serve(
+                lambda: self.app.invoke(inputs, config, durability=self.spec["durability"]))
         return "interrupted" if isinstance(result, dict) and result.get(INTERRUPT) else "completed"
 
 

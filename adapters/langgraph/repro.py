@@ -123,7 +123,7 @@ def forge(done, answers):
 
 def open_driver(workdir):
     from lgrepro import driver, stores
-    store = stores.open_store(SPEC["saver"], workdir)
+    store = stores.open_store(SPEC["saver"], workdir, SPEC.get("store_factory"))
     return driver.Driver(SPEC, store, Table(workdir))
 
 
@@ -274,7 +274,10 @@ def write_script(variant: Variant, workflow: Workflow, ops) -> str:
         f"Install: pip install {' '.join(repr(v) for v in versions)}\n"
         "Run:     python this_file.py   (PostgreSQL variants: RESUMEFUZZ_PG_DSN, default "
         "postgresql://postgres@127.0.0.1:5432/postgres)\n"
-        '"""\n'
+        + (f"Custom store: the factory {spec['store_factory']} builds the saver; its module and "
+           "resumefuzz (adapters.storefactory) must be importable.\n"
+           if spec.get("saver") == "custom" else "")
+        + '"""\n'
         "import json\n"
         "import os\n"
         "for _k, _v in {'LANGSMITH_TRACING': 'false', 'LANGCHAIN_TRACING_V2': 'false', "

@@ -106,6 +106,27 @@ def holding_saver(inner):
         def get_next_version(self, current, channel):
             return self.inner.get_next_version(current, channel)
 
+        # the async twins (an async saver of a custom store, driven with ainvoke) -------------
+        async def aget_tuple(self, config):
+            saved = await self.inner.aget_tuple(config)
+            ready, self.hold["on_read"] = self.hold["on_read"], None
+            if ready is not None:
+                ready()  # blocks the loop until every racer has read: nothing else runs here
+            return saved
+
+        async def alist(self, config, *, filter=None, before=None, limit=None):
+            async for item in self.inner.alist(config, filter=filter, before=before, limit=limit):
+                yield item
+
+        async def aput(self, config, checkpoint, metadata, new_versions):
+            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+        async def aput_writes(self, config, writes, task_id, task_path=""):
+            return await self.inner.aput_writes(config, writes, task_id, task_path)
+
+        async def adelete_thread(self, thread_id):
+            return await self.inner.adelete_thread(thread_id)
+
     return HoldingSaver(inner)
 
 
@@ -127,6 +148,10 @@ class Store:
     def rows(self, thread_id: str) -> list[Row]:
         """Every checkpoint of ``thread_id`` (root namespace), read without decoding blobs."""
         raise NotImplementedError
+
+    def get_tuple(self, config):
+        """The harness's own read of one checkpoint, through the saver."""
+        return self.inner.get_tuple(config)
 
     def clone(self, dest: Path) -> None:
         raise NotImplementedError
@@ -342,8 +367,92 @@ def drop_postgres(workdir: Path) -> bool:
     return True
 
 
+class CustomStore(Store):
+    """Bring your own store: the saver the factory ``factory_path`` returns (``--store``).
+
+    The factory is called in every worker that opens the case, with the case's ``workdir``
+    (``adapters/storefactory.py``, ``docs/stores.md``).  The harness lists a thread's
+    checkpoints with the saver's own ``list`` (it knows nothing of the store's layout), and
+    copies or tampers the data only through the ``StoreHandle`` callbacks the factory offers.
+    An ``async def`` factory builds an async saver: it, the graph (``ainvoke``) and the
+    harness's reads all run on one event loop owned by this store.
+    """
+
+    kind = "custom"
+
+    def __init__(self, workdir: Path, factory_path: str):
+        super().__init__(workdir)
+        from adapters import storefactory
+
+        self.factory = storefactory.load(factory_path)
+        self.loop = storefactory.Loop() if self.factory.asynchronous else None
+        self.handle = storefactory.open_handle(self.factory, self.workdir, "langgraph", self.loop)
+        self.inner = self.handle.store
+        self.is_async = self.factory.asynchronous
+        self._wrap()
+
+    def _call(self, func, *args):
+        from adapters import storefactory
+
+        return storefactory.call(self.loop, func, *args)
+
+    def run(self, awaitable):
+        """Run a coroutine (``app.ainvoke``) on this store's loop; from any thread."""
+        return self.loop.run(awaitable)
+
+    def get_tuple(self, config):
+        if self.is_async:
+            return self.loop.run(self.inner.aget_tuple(config))
+        return self.inner.get_tuple(config)
+
+    def rows(self, thread_id: str) -> list[Row]:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        if self.is_async:
+            async def collect():
+                return [t async for t in self.inner.alist(config)]
+            tuples = self.loop.run(collect())
+        else:
+            tuples = list(self.inner.list(config))
+        out = []
+        for t in tuples:
+            if t.config["configurable"].get("checkpoint_ns", "") != "":
+                continue
+            parent = (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            meta = t.metadata if isinstance(t.metadata, dict) else {}
+            out.append(Row(t.config["configurable"]["checkpoint_id"], parent, meta))
+        return out
+
+    def clone(self, dest: Path) -> None:
+        if self.handle.clone is None:
+            raise NotImplementedError(f"the store factory {self.factory.path} offers no clone")
+        from adapters import storefactory
+
+        self._call(self.handle.clone, storefactory.context(Path(dest), "langgraph"))
+
+    def tamper(self, thread_id: str, checkpoint_id: str, how: str) -> str:
+        from adapters.protocol import TamperTarget
+
+        if self.handle.tamper is None or how not in self.handle.tamper_hows:
+            raise NotImplementedError(f"the store factory {self.factory.path} offers no "
+                                      f"tamper {how!r}")
+        line = self._call(self.handle.tamper, TamperTarget(how=how, thread_id=thread_id,
+                                                           checkpoint_id=checkpoint_id))
+        return f"{how}: {line or f'checkpoint {checkpoint_id} damaged by the store factory'}"
+
+    def release(self) -> None:
+        try:
+            self._call(self.handle.close)
+        except Exception:
+            pass
+
+    def cleanup(self) -> None:
+        self._call(self.handle.cleanup)
+
+
 STORES = {"memory": MemoryStore, "sqlite": SqliteStore, "postgres": PostgresStore}
 
 
-def open_store(kind: str, workdir: Path) -> Store:
+def open_store(kind: str, workdir: Path, factory: str | None = None) -> Store:
+    if kind == "custom":
+        return CustomStore(Path(workdir), factory)
     return STORES[kind](Path(workdir))

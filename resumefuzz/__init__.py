@@ -1,0 +1,14 @@
+"""resumefuzz's public entry points for store authors.
+
+- ``resumefuzz.pytest``: ``store_test(framework, factory)``, a test class (and fixture) that
+  fuzzes your store from your own test suite;
+- ``resumefuzz.stores``: ready-made factories for known third-party stores, to pass to
+  ``resumefuzz fuzz <framework> --store resumefuzz.stores.<module>:<factory>``.
+
+The store-factory protocol (``StoreContext`` in, the store or a ``StoreHandle`` out) is
+re-exported here from ``adapters.protocol``; see docs/stores.md.
+"""
+
+from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+
+__all__ = ["StoreContext", "StoreHandle", "TamperTarget"]

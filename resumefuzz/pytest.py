@@ -1,0 +1,221 @@
+"""Fuzz your store from your own test suite.
+
+In the style of Hypothesis's stateful machines (``TestX = Machine.TestCase``)::
+
+    # tests/test_my_saver.py
+    import resumefuzz.pytest
+    from mypkg.savers import make_saver        # StoreContext -> saver | StoreHandle
+
+    TestMySaver = resumefuzz.pytest.store_test("langgraph", make_saver).TestCase
+
+or with a fixture, one test per variant you care about::
+
+    @pytest.fixture(scope="module")
+    def fuzz():
+        return resumefuzz.pytest.store_test("langgraph", make_saver)
+
+    def test_graph_api(fuzz):
+        fuzz.check("graph-sync-head-update")
+
+Each test runs the differential state machine on one variant of your store (forked workers,
+SIGKILL crash points, races, forks, tampering where your ``StoreHandle`` allows it).  It runs
+under the Hypothesis settings profile your suite loaded (``max_examples``, ``database``,
+``derandomize``, ``phases``...): ``settings.register_profile`` / ``--hypothesis-profile`` work as
+for any Hypothesis test.  Only what a differential run of real frameworks in worker processes
+needs is fixed: no deadline, no health checks, no explain phase.
+
+A failure writes a corpus entry and a shrink report (``reports_dir``, default
+``.resumefuzz/reports``) and fails with the category, the report's path and the standalone
+script that shows the defect with the framework's own API.
+
+**Yours or the framework's?**  With ``baseline=True`` (the default, LangGraph only) every
+failure is replayed on the same variant over the framework's own SQLite saver first: a failure
+that reproduces there is the framework's, not your store's.  It is then *not* hidden: it is
+printed (and listed in ``framework_findings``), its category is set aside for the rest of the
+test so the search goes on, and the test fails only on what the built-in saver does not show.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRAMEWORK_ALIASES = {"pydantic_graph": "pydantic-graph"}
+BASELINE_TRIALS = 3  # replays on the built-in saver before a failure is called the store's
+
+
+class StoreFailure(AssertionError):
+    """resumefuzz found a divergence on your store; the message has the report and script."""
+
+
+@dataclass(kw_only=True)
+class StoreTest:
+    """The fuzz test of one store factory on one framework (see the module docstring)."""
+
+    framework: str
+    factory: object
+    variants: tuple = ()  # variant suffixes ("graph-sync-head-update"); empty: every one
+    op_timeout: float = 60.0
+    reports_dir: Path = Path(".resumefuzz/reports")
+    corpus_dir: Path = Path(".resumefuzz/corpus")
+    baseline: bool = True
+    framework_findings: list = field(default_factory=list)
+    _adapter: object = None
+    _path: str = ""
+
+    # -- set up ---------------------------------------------------------------------------
+    def adapter(self):
+        """The framework's adapter on this store, prepared once per process."""
+        if self._adapter is None:
+            from adapters import storefactory
+            from fuzz.targets import prepare_store, resolve, use_store
+
+            self._path = storefactory.register(self.factory)
+            adapter = resolve(FRAMEWORK_ALIASES.get(self.framework, self.framework))
+            use_store(adapter, self._path)
+            self._adapter = prepare_store(adapter)
+        return self._adapter
+
+    def variant_names(self) -> list[str]:
+        """The suffixes of this store's variants (``graph-sync-head-update``...)."""
+        names = [v.name for v in self.adapter().variants()]
+        prefix = f"store-{self.adapter()._store.name}-"
+        suffixes = [n[len(prefix):] if n.startswith(prefix) else n for n in names]
+        if self.variants:
+            unknown = sorted(set(self.variants) - set(suffixes))
+            if unknown:
+                raise ValueError(f"no variant {unknown[0]!r}; this store has: {', '.join(suffixes)}")
+            return [s for s in suffixes if s in self.variants]
+        return suffixes
+
+    # -- the test -------------------------------------------------------------------------
+    def check(self, variant: str) -> None:
+        """Fuzz one variant under the active Hypothesis profile; raise ``StoreFailure``."""
+        from hypothesis import HealthCheck, Phase, settings
+        from hypothesis.stateful import run_state_machine_as_test
+
+        from fuzz.failures import Failure
+        from fuzz.machine import machine_for
+        from fuzz.runner import Session, Settings
+
+        adapter = self.adapter()
+        full = f"store-{adapter._store.name}-{variant}"
+        chosen = next((v for v in adapter.variants() if v.name in (full, variant)), None)
+        if chosen is None:
+            raise ValueError(f"no variant {variant!r}; this store has: "
+                             f"{', '.join(self.variant_names())}")
+        active = settings.default  # the profile the user's suite loaded
+        run_settings = settings(
+            active, deadline=None, suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False, print_blob=True,
+            phases=[p for p in active.phases if p != Phase.explain])
+        session = Session(adapter, chosen, settings=Settings(op_timeout=self.op_timeout))
+        suppressed: set = set()
+        while True:
+            machine = machine_for(session, suppress=frozenset(suppressed))
+            try:
+                run_state_machine_as_test(machine, settings=run_settings)
+                return
+            except Failure as failure:
+                category = failure.divergence.category
+                trace, report_file, script = self._keep(adapter, chosen, failure)
+                also = self._on_baseline(trace)
+                if also or trace.finding.verdict == "D":
+                    why = (f"also on {also}: the framework's, not the store's" if also
+                           else "a weakening the framework documents (verdict D)")
+                    self.framework_findings.append((chosen.name, category, str(report_file)))
+                    print(f"resumefuzz: [{chosen.name}] {category} set aside ({why}); "
+                          f"report: {report_file}", file=sys.stderr)
+                    suppressed.add(category)
+                    continue
+                raise StoreFailure(
+                    f"{category} ({trace.finding.property}) on {chosen.name}, "
+                    f"{len(trace.operations)} operations: {trace.finding.detail}\n"
+                    f"report: {report_file}\n"
+                    f"replay: resumefuzz replay {trace_path(trace, self.corpus_dir)} "
+                    f"--store {self._path}\n"
+                    f"standalone script (the framework's own API):\n{script or '(none)'}"
+                ) from None
+
+    def _keep(self, adapter, variant, failure):
+        from fuzz import corpus, report
+
+        trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
+                                          dict(adapter.versions()))
+        path = corpus.save(trace, self.corpus_dir)
+        script = adapter.repro_script(variant, trace.workflow, trace.operations)
+        return trace, report.write(trace, path, script, self.reports_dir), script
+
+    def _on_baseline(self, trace) -> str | None:
+        """The built-in variant on which ``trace`` fails the same way, if any."""
+        baseline = baseline_variant(self.framework, trace.variant, self.adapter()._store.name)
+        if not self.baseline or baseline is None:
+            return None
+        from fuzz.replay import Replayer
+        from fuzz.targets import prepare, resolve
+
+        plain = prepare(resolve(FRAMEWORK_ALIASES.get(self.framework, self.framework)))
+        replayer = Replayer(self.op_timeout, adapters={plain.name: plain})
+        again = trace.with_(variant=baseline, versions={})
+        for _ in range(BASELINE_TRIALS):
+            if replayer.replay_trace(again).status == "FAILED":
+                return f"the framework's own {baseline}"
+        return None
+
+    # -- the unittest idiom ---------------------------------------------------------------
+    @property
+    def TestCase(self):  # noqa: N802 - Hypothesis's spelling (RuleBasedStateMachine.TestCase)
+        """A ``unittest.TestCase`` with one ``test_<variant>`` method per variant."""
+        import unittest
+
+        owner = self
+
+        def make(variant):
+            def test(self):
+                owner.check(variant)
+            test.__name__ = "test_" + variant.replace("-", "_")
+            test.__doc__ = f"resumefuzz: the store on variant {variant}"
+            return test
+
+        body = {"store_test": owner}
+        for variant in self.variant_names():
+            body["test_" + variant.replace("-", "_")] = make(variant)
+        return type("StoreTestCase", (unittest.TestCase,), body)
+
+    # -- the fixture idiom ----------------------------------------------------------------
+    def fixture(self, scope: str = "module"):
+        """A pytest fixture returning this ``StoreTest`` (call ``.check(variant)`` on it)."""
+        import pytest
+
+        @pytest.fixture(scope=scope)
+        def resumefuzz_store():
+            return self
+        return resumefuzz_store
+
+
+def trace_path(trace, root: Path) -> Path:
+    from fuzz import corpus
+
+    return corpus.entry_path(trace, root)
+
+
+def baseline_variant(framework: str, variant: str, store_name: str) -> str | None:
+    """The built-in variant a custom-store variant is compared with (LangGraph: SqliteSaver)."""
+    if FRAMEWORK_ALIASES.get(framework, framework) != "langgraph":
+        return None
+    prefix = f"store-{store_name}-"
+    return "sqlite-" + variant[len(prefix):] if variant.startswith(prefix) else None
+
+
+def store_test(framework: str, factory, *, variants=(), op_timeout: float = 60.0,
+               reports_dir=".resumefuzz/reports", corpus_dir=".resumefuzz/corpus",
+               baseline: bool = True) -> StoreTest:
+    """The fuzz test of ``factory`` (``StoreContext -> store | StoreHandle``, or ``async def``)
+    on ``framework`` (``"langgraph"``, ``"pydantic-graph"``, ``"crewai"``).
+
+    ``variants``: suffixes to test (default: every variant of the store); ``baseline``: set
+    aside, loudly, what the framework's own store shows too (LangGraph)."""
+    return StoreTest(framework=framework, factory=factory, variants=tuple(variants),
+                     op_timeout=op_timeout, reports_dir=Path(reports_dir),
+                     corpus_dir=Path(corpus_dir), baseline=baseline)
