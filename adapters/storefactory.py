@@ -167,7 +167,9 @@ class Loop:
         return self.run(result) if inspect.isawaitable(result) else result
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
 
 
 async def _await(awaitable):

@@ -65,13 +65,22 @@ def _loads_metadata(raw) -> dict:
 # =================================================================================================
 
 
-def holding_saver(inner):
+def holding_saver(inner, *, tag_metadata: bool = False):
     """Wrap ``inner`` so that ``hold["on_read"]`` (set per run) is called once after the run's
     first ``get_tuple``: the read of the interrupted checkpoint, before anything is written.
 
     A forced race sets it to ``hooks.race_ready``, which blocks until every racer has read.
+
+    ``tag_metadata`` (custom savers only): hand ``put`` the metadata merged with the call's
+    configurable keys (``get_checkpoint_metadata``), as LangGraph's own savers do inside their
+    ``put``; the driver finds a branch's checkpoints by that tag, and a saver that forgets the
+    merge (LMDBSaver 0.3.1) would otherwise read as empty.  The conformance suite's metadata
+    checks are where such a saver shows the gap (docs/stores.md).
     """
-    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.checkpoint.base import BaseCheckpointSaver, get_checkpoint_metadata
+
+    def tagged(config, metadata):
+        return get_checkpoint_metadata(config, metadata) if tag_metadata else metadata
 
     class HoldingSaver(BaseCheckpointSaver):
         def __init__(self, inner):
@@ -95,7 +104,7 @@ def holding_saver(inner):
 
         # writes ----------------------------------------------------------------------------
         def put(self, config, checkpoint, metadata, new_versions):
-            return self.inner.put(config, checkpoint, metadata, new_versions)
+            return self.inner.put(config, checkpoint, tagged(config, metadata), new_versions)
 
         def put_writes(self, config, writes, task_id, task_path=""):
             return self.inner.put_writes(config, writes, task_id, task_path)
@@ -119,7 +128,8 @@ def holding_saver(inner):
                 yield item
 
         async def aput(self, config, checkpoint, metadata, new_versions):
-            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+            return await self.inner.aput(config, checkpoint, tagged(config, metadata),
+                                         new_versions)
 
         async def aput_writes(self, config, writes, task_id, task_path=""):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
@@ -389,7 +399,7 @@ class CustomStore(Store):
         self.handle = storefactory.open_handle(self.factory, self.workdir, "langgraph", self.loop)
         self.inner = self.handle.store
         self.is_async = self.factory.asynchronous
-        self._wrap()
+        self.saver = holding_saver(self.inner, tag_metadata=True)
 
     def _call(self, func, *args):
         from adapters import storefactory
@@ -444,6 +454,8 @@ class CustomStore(Store):
             self._call(self.handle.close)
         except Exception:
             pass
+        if self.loop is not None:
+            self.loop.stop()
 
     def cleanup(self) -> None:
         self._call(self.handle.cleanup)

@@ -1,7 +1,7 @@
 """Side by side with LangGraph's own tool: run ``langgraph-checkpoint-conformance``'s
 ``validate()`` on every LangGraph saver resumefuzz fuzzes, and record what it reports.
 
-    python -m resumefuzz.stores.conformance [NAME ...]   # writes results/conformance/<NAME>.json
+    python -m resumefuzz.stores.conformance [NAME ...] [--out DIR]  # DIR/<NAME>.json
 
 The suite drives the savers' *async* methods (``aput``, ``aget_tuple``... its
 ``capabilities.py`` maps every capability to one), so each saver is given in its async form
@@ -151,18 +151,27 @@ def summary(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(SAVERS)
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m resumefuzz.stores.conformance",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(SAVERS))
+    parser.add_argument("--out", default=str(OUT), metavar="DIR",
+                        help="where the reports go (default results/conformance)")
+    args = parser.parse_args(argv)
+    names = args.names or list(SAVERS)
     unknown = [n for n in names if n not in SAVERS]
     if unknown:
         print(f"conformance: unknown saver {unknown[0]!r}; expected: {', '.join(SAVERS)}",
               file=sys.stderr)
         return 2
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     for name in names:
         report = asyncio.run(run(name))
-        (OUT / f"{name}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        (out / f"{name}.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         print(f"{name}: {summary(report)}")
-    return 0
+    return 0 if all(n in SAVERS for n in names) else 1
 
 
 if __name__ == "__main__":

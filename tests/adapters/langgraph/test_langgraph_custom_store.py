@@ -1,0 +1,125 @@
+"""Bring your own saver (``--store``) on LangGraph: the factory's saver drives real cases.
+
+``RESUMEFUZZ_STORES`` (comma-separated factory paths) selects the stores; the default is
+LangGraph's own SQLite savers through the factory protocol (``resumefuzz.stores.langgraph_sqlite``:
+the sync saver and the ``async def`` one).  Each third-party store's tox environment
+(``adapter-store-<name>``) sets it to that store's factory, against its real server.
+
+Machinery only, never a verdict: what a run stores is read back, a clone holds the same state,
+a tamper damages what the next read sees, and a bounded campaign runs end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from langgraph_testkit import ROOT, run_op
+
+from adapters.langgraph import LangGraphAdapter
+from adapters.protocol import Resume, Start, StateView, Unreadable, Workflow
+
+DEFAULT = ("resumefuzz.stores.langgraph_sqlite:sqlite_saver,"
+           "resumefuzz.stores.langgraph_sqlite:async_sqlite_saver")
+STORES = [s for s in (os.environ.get("RESUMEFUZZ_STORES") or DEFAULT).split(",") if s]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store_adapter(request):
+    pytest.importorskip("langgraph", reason="needs the LangGraph pins: constraints/langgraph.txt")
+    a = LangGraphAdapter()
+    os.environ.update(a.environment())
+    a.use_store(request.param)
+    a.prepare()  # probes the factory once, in a forked child
+    return a
+
+
+@pytest.fixture
+def opened(store_adapter, tmp_path):
+    cases = []
+
+    def _open(name_suffix, wf, workdir):
+        v = next(v for v in store_adapter.variants() if v.name.endswith(name_suffix))
+        workdir.mkdir(exist_ok=True)
+        case = store_adapter.open(v, wf, workdir)
+        cases.append((v, case, workdir))
+        return v, case
+
+    yield _open
+    for v, case, workdir in cases:
+        case.close()
+        store_adapter.cleanup(v, workdir)
+
+
+def test_variants_name_the_store_package_and_version(store_adapter):
+    store = store_adapter._store
+    names = [v.name for v in store_adapter.variants()]
+    assert names and all(n.startswith(f"store-{store.name}-") for n in names)
+    v = store_adapter.variants()[0]
+    assert f"{store.distribution} {store.version}" in v.description
+    assert store_adapter.versions()[store.distribution] == store.version != "not installed"
+    assert store_adapter.versions()["store-factory"] == store.path
+
+
+def test_a_run_is_read_back_through_the_saver(opened, ledger, tmp_path):
+    wf = Workflow(3, frozenset({2}), ("a", "b"))
+    _, case = opened("graph-sync-head-update", wf, tmp_path / "c")
+    assert case.query("t0") == StateView.of(wf, (), {}, None)
+    outcome, rows, _ = run_op(case, Start("t0"), 0, ledger)
+    assert outcome == "interrupted" and rows == [("t0", 1, None)]
+    assert (case.query("t0").done, case.query("t0").pending) == ((1,), 2)
+    outcome, rows, _ = run_op(case, Resume("t0", value="a"), 1, ledger)
+    assert outcome == "completed" and rows == [("t0", 2, "a"), ("t0", 3, None)]
+    assert case.query("t0") == StateView.of(wf, (1, 2, 3), {2: "a"}, None)
+
+
+def test_a_reopened_worker_and_a_clone_see_the_same_store(store_adapter, opened, ledger,
+                                                          tmp_path):
+    if "twin_recover" not in store_adapter.capabilities(store_adapter.variants()[0]).operations:
+        pytest.fail("every bundled factory offers clone")
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    _, case = opened("graph-sync-head-update", wf, tmp_path / "c")
+    run_op(case, Start("t0"), 0, ledger)
+    stored = case.query("t0")
+    _, again = opened("graph-sync-head-update", wf, tmp_path / "c")  # a replacement worker
+    assert again.query("t0") == stored
+    (tmp_path / "twin").mkdir()
+    case.clone_store(tmp_path / "twin")
+    _, twin = opened("graph-sync-head-update", wf, tmp_path / "twin")
+    assert twin.query("t0") == stored
+    outcome, _, _ = run_op(twin, Resume("t0", value="b"), 1, ledger)
+    assert outcome == "completed" and case.query("t0") == stored  # the copy is independent
+
+
+def test_tamper_corrupt_damages_what_the_next_read_sees(opened, ledger, tmp_path):
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    _, case = opened("graph-sync-head-update", wf, tmp_path / "c")
+    run_op(case, Start("t0"), 0, ledger)
+    before = case.query("t0")
+    case.tamper("t0", "corrupt")
+    assert case.log[-1].startswith("tamper: corrupt:")
+    try:
+        after = case.query("t0")
+    except Unreadable:
+        return  # the saver refuses the damaged bytes loudly
+    assert after != before, "the tamper left the stored state as it was"
+
+
+def test_a_bounded_campaign_runs_on_the_store(store_adapter, in_tmp):
+    """In a fresh process: this one ran cases in process, and has LangGraph's threads."""
+    store = store_adapter._store
+    variant = f"store-{store.name}-graph-sync-head-update"
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz", "fuzz", "langgraph", "--store", store.path,
+         "--variant", variant, "--max-examples", "4", "--no-shrink", "--seed", "3",
+         "--op-timeout", "60", "--profile", "ci"],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])})
+    assert done.returncode in (0, 1), done.stderr
+    assert f"store: {store.path}" in done.stdout
+    evidence = json.loads((in_tmp / "results" / "langgraph" / f"{variant}.json").read_text())
+    assert evidence["versions"][store.distribution] == store.version
+    assert evidence["options"]["store_factory"] == store.path
