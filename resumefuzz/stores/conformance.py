@@ -20,7 +20,7 @@ import uuid
 from importlib import metadata
 from pathlib import Path
 
-OUT = Path("results") / "conformance"
+OUT = Path("conformance")
 
 
 async def _memory():
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(SAVERS))
     parser.add_argument("--out", default=str(OUT), metavar="DIR",
-                        help="where the reports go (default results/conformance)")
+                        help="where the reports go (default conformance/)")
     args = parser.parse_args(argv)
     names = args.names or list(SAVERS)
     unknown = [n for n in names if n not in SAVERS]
