@@ -30,19 +30,37 @@ from fuzz.trace import load_trace
 ROOT = Path(__file__).resolve().parents[2]
 ONLY = os.environ.get("RESUMEFUZZ_SMOKE_TARGET")
 BUILT_IN = ("reference", "mutant:")
+# Entries fuzzed on a custom store (`--store`) name their factory in `versions`; a corpus file
+# never decides what gets imported, so they replay only where the environment itself names that
+# factory (RESUMEFUZZ_STORES, set by `adapter-langgraph` and each `adapter-store-<name>` tox
+# environment); RESUMEFUZZ_STORES_ONLY=1 (the store environments) leaves the others out.
+STORES_HERE = {s for s in os.environ.get("RESUMEFUZZ_STORES", "").split(",") if s}
+STORES_ONLY = os.environ.get("RESUMEFUZZ_STORES_ONLY") == "1"
+
+
+def _store(trace) -> str | None:
+    return trace.versions.get("store-factory")
 
 
 def _selected():
     out = []
     for path in entries(None, ROOT / "corpus"):
         try:
-            target = load_trace(path).target
+            trace = load_trace(path)
         except ResumefuzzError:
             out.append(path)  # a malformed entry must fail loudly below
             continue
-        if ONLY is None or target == ONLY:
+        store = _store(trace)
+        if (store not in STORES_HERE) if store is not None else STORES_ONLY:
+            continue
+        if ONLY is None or trace.target == ONLY:
             out.append(path)
     return out
+
+
+def _replay_args(paths, store: str | None) -> list:
+    return [sys.executable, "-m", "fuzz.cli", "replay", "--json", "--op-timeout", "120",
+            *(["--store", store] if store else []), *map(str, paths)]
 
 
 def _installed(target: str) -> bool:
@@ -56,28 +74,28 @@ def _installed(target: str) -> bool:
 @pytest.fixture(scope="module")
 def replays():
     """Replay every selected entry whose target is installed, once, in a fresh interpreter."""
-    paths = []
+    by_store: dict = {}
     for p in SELECTED:
         try:
-            target = load_trace(p).target
+            trace = load_trace(p)
         except ResumefuzzError:
             continue
+        target = trace.target
         if ONLY is not None or target.startswith(BUILT_IN) or _framework_here(target):
-            paths.append(str(p))
-    if not paths:
-        return {}
+            by_store.setdefault(_store(trace), []).append(p)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", "--json",
-                           "--op-timeout", "120", *paths],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3000)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return {Path(r["path"]).resolve(): r for r in json.loads(proc.stdout)}
+    out = {}
+    for store, paths in by_store.items():  # one `replay` per store factory (--store X)
+        proc = subprocess.run(_replay_args(paths, store), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=3000)
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+        out.update({Path(r["path"]).resolve(): r for r in json.loads(proc.stdout)})
+    return out
 
 
 def _replay_once(path: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "fuzz.cli", "replay", "--json",
-                           "--op-timeout", "120", str(path)],
+    proc = subprocess.run(_replay_args([path], _store(load_trace(path))),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return json.loads(proc.stdout)[0]
