@@ -450,6 +450,9 @@ class CustomStore(Store):
         return f"{how}: {line or f'checkpoint {checkpoint_id} damaged by the store factory'}"
 
     def release(self) -> None:
+        if getattr(self, "_released", False):  # idempotent: the loop is gone after the first
+            return
+        self._released = True
         try:
             self._call(self.handle.close)
         except Exception:

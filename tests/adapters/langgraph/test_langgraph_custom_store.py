@@ -49,8 +49,9 @@ def opened(store_adapter, tmp_path):
         return v, case
 
     yield _open
-    for v, case, workdir in cases:
+    for _, case, _ in cases:
         case.close()
+    for v, workdir in {str(w): (v, w) for v, _, w in cases}.values():  # once per store
         store_adapter.cleanup(v, workdir)
 
 
@@ -84,14 +85,15 @@ def test_a_reopened_worker_and_a_clone_see_the_same_store(store_adapter, opened,
     _, case = opened("graph-sync-head-update", wf, tmp_path / "c")
     run_op(case, Start("t0"), 0, ledger)
     stored = case.query("t0")
-    _, again = opened("graph-sync-head-update", wf, tmp_path / "c")  # a replacement worker
+    case.close()  # the worker is gone (an embedded store may refuse a second open per process)
+    _, again = opened("graph-sync-head-update", wf, tmp_path / "c")  # its replacement
     assert again.query("t0") == stored
     (tmp_path / "twin").mkdir()
-    case.clone_store(tmp_path / "twin")
+    again.clone_store(tmp_path / "twin")
     _, twin = opened("graph-sync-head-update", wf, tmp_path / "twin")
     assert twin.query("t0") == stored
     outcome, _, _ = run_op(twin, Resume("t0", value="b"), 1, ledger)
-    assert outcome == "completed" and case.query("t0") == stored  # the copy is independent
+    assert outcome == "completed" and again.query("t0") == stored  # the copy is independent
 
 
 def test_tamper_corrupt_damages_what_the_next_read_sees(opened, ledger, tmp_path):
