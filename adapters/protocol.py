@@ -342,6 +342,12 @@ class Adapter:
 TAMPER_SCOPES = ("thread", "lineage", "store")
 
 
+class StoreFactoryError(ValueError):
+    """A ``--store`` factory path, or the factory behind it, is unusable (one-line message).
+
+    The command line turns it into a usage error (exit 2) before any case runs."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoreContext:
     """What a store factory is called with, in every worker that opens a case.
@@ -488,6 +494,7 @@ __all__ = [
     "SideTable",
     "Start",
     "StoreContext",
+    "StoreFactoryError",
     "StoreHandle",
     "TAMPER_SCOPES",
     "TamperTarget",

@@ -28,13 +28,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .protocol import TAMPER_HOWS, TAMPER_SCOPES, StoreContext, StoreHandle
+from .protocol import TAMPER_HOWS, TAMPER_SCOPES, StoreContext, StoreFactoryError, StoreHandle
 
 PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-class StoreFactoryError(ValueError):
-    """The ``--store`` path or the factory behind it is unusable; the message is one line."""
 
 
 @dataclass(frozen=True, kw_only=True)

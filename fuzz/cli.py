@@ -13,6 +13,8 @@ import json
 import sys
 import time
 
+from adapters.protocol import StoreFactoryError
+
 from .errors import ResumefuzzError, UsageError
 
 
@@ -22,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ResumefuzzError as exc:
+        print(f"resumefuzz: error: {exc}", file=sys.stderr)
+        return 2
+    except StoreFactoryError as exc:  # --store: found when the factory is first probed
         print(f"resumefuzz: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -95,7 +95,7 @@ def use_store(adapter, path: str | None) -> None:
     target has no store extension point or the factory cannot be imported."""
     if path is None:
         return
-    from adapters.storefactory import StoreFactoryError
+    from adapters.protocol import StoreFactoryError
 
     try:
         adapter.use_store(path)
@@ -105,7 +105,7 @@ def use_store(adapter, path: str | None) -> None:
 
 def prepare_store(adapter):
     """``prepare(adapter)``, with a broken store factory (found by its probe) a usage error."""
-    from adapters.storefactory import StoreFactoryError
+    from adapters.protocol import StoreFactoryError
 
     try:
         return prepare(adapter)

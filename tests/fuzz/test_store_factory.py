@@ -10,7 +10,7 @@ import types
 import pytest
 
 from adapters import storefactory
-from adapters.protocol import StoreContext, StoreHandle
+from adapters.protocol import Adapter, Capabilities, StoreContext, StoreHandle, Variant
 from fuzz.cli import main
 
 
@@ -44,10 +44,26 @@ async def asynchronous(ctx: StoreContext):
     return StoreHandle(store=Box(), clone=lambda dest: None)
 
 
+class StoreAdapter(Adapter):
+    """A target with a store extension point whose declarations probe the factory lazily."""
+
+    name = "storeful"
+
+    def use_store(self, path):
+        self.factory = storefactory.load(path)
+
+    def variants(self):
+        return [Variant("v")]
+
+    def capabilities(self, variant):
+        storefactory.probe(self.factory, self.name)
+        return Capabilities()
+
+
 @pytest.fixture(autouse=True)
 def factories(monkeypatch):
     module = types.ModuleType("rf_test_factories")
-    for f in (good, bare, memory_only, broken, bad_scope, asynchronous):
+    for f in (good, bare, memory_only, broken, bad_scope, asynchronous, StoreAdapter):
         setattr(module, f.__name__, f)
     monkeypatch.setitem(sys.modules, "rf_test_factories", module)
 
@@ -152,3 +168,10 @@ def test_replay_never_imports_the_factory_an_entry_names(in_tmp, capsys):
     assert main(["replay", str(path)]) == 1
     out = capsys.readouterr().out
     assert "replay it with --store evil_module:boom" in out and "evil_module" not in sys.modules
+
+
+def test_a_factory_that_breaks_when_probed_is_one_line_exit_2(in_tmp, capsys):
+    assert main(["targets", "rf_test_factories:StoreAdapter",
+                 "--store", "rf_test_factories:broken"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ConnectionError: no server at 127.0.0.1:1" in err
