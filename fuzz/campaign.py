@@ -12,20 +12,23 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hypothesis import Phase, Verbosity
+from hypothesis import Phase, Verbosity, reject
 from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
 
 from . import corpus, evidence, report
-from .errors import EngineError
+from .errors import EngineError, HarnessFailure
 from .failures import Failure
 from .machine import machine_for
 from .profiles import profile_settings
 from .runner import Session, Settings
 
 CHUNK = 20
+HARNESS_SHARE = 0.2  # harness errors in more than this share of examples end a variant
+HARNESS_MIN = 5  # ... once there are at least this many (one early error is not a share)
+HARNESS_SHOWN = 5  # first messages kept for the summary
 
 
 @dataclass
@@ -51,6 +54,14 @@ class VariantResult:
     findings: list = field(default_factory=list)
     flaky: list = field(default_factory=list)  # failures Hypothesis could not reproduce
     errors: list = field(default_factory=list)  # engine or adapter errors that ended the run
+    # Examples discarded because the adapter failed (fuzz.errors.HarnessFailure), and the first
+    # few messages: tool errors, never findings.
+    harness_errors: int = 0
+    harness_messages: list = field(default_factory=list)
+
+    def harness_share_exceeded(self, minimum: int = 1) -> bool:
+        return (self.harness_errors >= minimum
+                and self.harness_errors > HARNESS_SHARE * max(1, self.examples))
 
 
 @dataclass
@@ -97,6 +108,18 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                       Settings(op_timeout=options.op_timeout, mode=options.mode))
     notify_outer = observer or (lambda event, **data: None)
 
+    def harness_failed(exc: HarnessFailure) -> None:
+        # The adapter failed on this example: discard it (never a finding) and count it; too
+        # many end the variant as an engine error would.
+        result.harness_errors += 1
+        if len(result.harness_messages) < HARNESS_SHOWN:
+            result.harness_messages.append(str(exc).splitlines()[0])
+        if result.harness_share_exceeded(HARNESS_MIN):
+            raise _TooManyHarnessErrors(_too_many(result)) from exc
+        reject()
+
+    session.on_harness_failure = harness_failed
+
     def notify(event, **data):
         if event == "example":
             result.examples += 1
@@ -142,6 +165,9 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                 failure.timing = True
         except Flaky as exc:  # data generation itself differed: nothing to keep
             result.flaky.append(str(exc).splitlines()[0])
+        except _TooManyHarnessErrors as exc:
+            result.errors.append(str(exc))
+            break
         except EngineError as exc:
             # The machinery or the adapter broke (never a verdict): this variant's campaign
             # ends here, loudly; the others go on, and the command exits 2.
@@ -160,8 +186,20 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             budget -= result.examples - before
             if failure is None or budget <= 0:
                 break
+    if result.harness_share_exceeded() and not result.errors:
+        result.errors.append(_too_many(result))
     result.seconds = round(time.monotonic() - started, 2)
     return result
+
+
+class _TooManyHarnessErrors(BaseException):
+    """Ends a variant's Hypothesis run at once.  A ``BaseException``: Hypothesis would shrink
+    (and call flaky) an ``Exception``, and this is no failure of an example."""
+
+
+def _too_many(result) -> str:
+    return (f"harness errors in {result.harness_errors} of {result.examples} examples (more "
+            f"than {HARNESS_SHARE:.0%}); first: {result.harness_messages[0]}")
 
 
 TRIALS = 5  # replays that measure how often a timing-dependent failure reproduces

@@ -156,6 +156,8 @@ def _fuzz(args) -> int:
             "findings": findings,
             "flaky": [m for r in results for m in r.flaky],
             "errors": [{"variant": r.variant, "error": e} for r in results for e in r.errors],
+            "harness_errors": [{"variant": r.variant, "count": r.harness_errors,
+                                "first": r.harness_messages} for r in results],
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
@@ -214,6 +216,9 @@ def _summary(target, results, seconds) -> None:
             print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: {f.report}")
         for m in r.flaky:
             print(f"  [{r.variant}] flaky (not reproducible): {m}")
+        if r.harness_errors:
+            print(f"  [{r.variant}] {r.harness_errors} examples discarded on harness errors "
+                  f"(tool errors, not findings); first: {'; '.join(r.harness_messages)}")
 
 
 # -- replay -------------------------------------------------------------------------------------

@@ -5,8 +5,7 @@ barrier and ledger machinery a real framework goes through.  This one executes t
 runs (``refmodel.run.execute``) against a real store on disk (``store.py``): effects fire through
 the hooks, checkpoints are JSON files written atomically, a SIGKILL leaves a lock file behind, a
 race is settled by a claim file changed only under an ``flock``.  A mutant flips one switch, in
-the store or the run,
-so that it is wrong in exactly the way its category names.
+the store or the run, so that it is wrong in exactly the way its category names.
 """
 
 from __future__ import annotations
