@@ -21,7 +21,9 @@ The table, in order (docs/semantics.md, "Classification" restates it with the re
  7      invalid-state-persisted          InvalidPersist    §4 CV, §5 InvalidPersist (R3)
  8      twin-copies-differ               NondetRecovery    §5 NondetRecovery (R4), §4 RD
  9      consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
- 10     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): answer reused
+ 10     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
+                                                           to one gate answers another, or is
+                                                           consumed again by a later op
  11     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9)
  12     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
  13     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
@@ -230,15 +232,27 @@ def _earlier_values(ctx: Context) -> set:
 
 
 def _stale_answer_consumed(ctx: Context) -> str | None:
-    # A gate not yet completed fires with a value this op did not give, and that value was given
-    # earlier (to another gate, or consumed already): the earlier answer was consumed again.
+    # A gate not yet completed fires with a value no allowed outcome gives it there: a value this
+    # op did not give that was given earlier (consumed again), or this op's own value answering
+    # a gate the op does not reach in any allowed outcome (given to one gate, answers another).
     wf = ctx.model.workflow
+    base = ctx.done
+    if isinstance(ctx.op, Fork):
+        checkpoint = ctx.thread.checkpoint(ctx.op.gate)
+        base = set(checkpoint.done) if checkpoint else set()
     given, earlier = _given(ctx), None
     for t, v in ctx.fired:
-        if t in wf.gates and t not in ctx.done and v not in given:
-            earlier = _earlier_values(ctx) if earlier is None else earlier
-            if v in earlier:
-                return f"gate {t} consumed {v!r}, an answer given earlier, not to this op"
+        if t not in wf.gates or t in base:
+            continue
+        if any((ctx.branch, t, v) in e.effects for e in ctx.allowed):
+            continue
+        if v in given:
+            if not any(b == ctx.branch and g == t for e in ctx.allowed for b, g, _ in e.effects):
+                return f"gate {t} consumed {v!r}, the answer this op gave another gate"
+            continue
+        earlier = _earlier_values(ctx) if earlier is None else earlier
+        if v in earlier:
+            return f"gate {t} consumed {v!r}, an answer given earlier, not to this op"
     return None
 
 
@@ -255,11 +269,17 @@ def _resume_refires_prefix(ctx: Context) -> str | None:
 
 
 def _racers_consume_twice(ctx: Context) -> str | None:
+    # More than one racer consumed the interrupt: its effect fired twice, or more than one racer
+    # went past it (a task after the gate fired more than once).
     if isinstance(ctx.op, Race):
         gate = ctx.thread.durable.pending
         consumed = [v for t, v in ctx.fired if t == gate]
         if len(consumed) > 1:
             return f"{len(consumed)} racers consumed gate {gate}: {consumed}"
+        after = sorted({t for t, _ in ctx.fired if gate is not None and t > gate
+                        and sum(1 for u, _ in ctx.fired if u == t) > 1})
+        if after:
+            return f"more than one racer went past gate {gate}: task(s) {after} fired again"
     return None
 
 

@@ -193,3 +193,30 @@ def test_every_divergence_names_its_rule_and_clause():
     observed = Observation("rejected", (), view(GATE2, ()))
     divergence = judge(model, World(), Start("t0"), observed)
     assert (divergence.rule, divergence.clause) == ("unexplained", "CONTRACT §5 Unclassified")
+
+
+def test_a_forks_value_answering_a_gate_it_never_reaches_is_double_consume():
+    # LangGraph functional API: a fork of gate 1 with 'a' that completes gate 2 with 'a'.
+    model = Model(TWO_GATES)
+    world, history = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1")])
+    fork = Fork("f1", gate=1, value="a", new_thread="f2")
+    observed = Observation("completed", (("f2", 2, "a"), ("f2", 3, None)),
+                           view(TWO_GATES, (1, 2, 3), {1: "a", 2: "a"}))
+    divergence = judge(model, world, fork, observed, history)
+    assert divergence.category == "DoubleConsume"
+    assert "another gate" in divergence.detail
+
+
+def test_two_racers_going_past_the_gate_is_lost_update():
+    from refmodel import Race
+
+    model = Model(GATE2)
+    world, _ = walk(model, [Start("t0")])
+    race = Race("t0", values=("a", "a"))
+    observed = Observation("completed|completed",
+                           (("t0", 2, "a"), ("t0", 3, None), ("t0", 3, None)),
+                           view(GATE2, (1, 2, 3), {2: "a"}))
+    assert judge(model, world, race, observed).category == "LostUpdate"
+    once = Observation("completed|completed", (("t0", 2, "a"), ("t0", 3, None)),
+                       view(GATE2, (1, 2, 3), {2: "a"}))
+    assert judge(model, world, race, once) is None  # a loser that reports a no-op is allowed
