@@ -50,9 +50,10 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
 
     ``observer(event, **data)`` is called for progress display: ``"example"`` when one starts,
     ``"op"`` after each operation, with ``op``, ``observed``, ``world`` (the reference world
-    before the op) and ``allowed`` (the observations the reference allowed).  ``suppress`` holds categories already found: an example
-    that diverges with one of them is discarded (``reject``), so that a campaign goes on to find
-    the others instead of re-finding the first (one frequent category masks the rest).
+    before the op) and ``allowed`` (the observations the reference allowed).  ``suppress`` holds
+    categories already found: an example with a ✗ of one of them is discarded (``reject``), and a
+    D of one of them is not recorded, so that a campaign goes on to find the others instead of
+    re-finding the first (one frequent category masks the rest).
     """
     caps: Capabilities = session.adapter.capabilities(session.variant)
     if session.settings.mode == "inprocess":  # no worker to kill, no processes to race

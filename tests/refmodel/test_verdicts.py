@@ -94,7 +94,8 @@ def test_a_store_tamper_reaches_every_thread_and_new_runs():
                            view(GATE2, (1,), pending=2))
     assert judge(model, world, Recover("t1"), replayed).category == "InvalidPersist"
     thread_only = Model(GATE2)
-    world, _ = walk(thread_only, [Start("t0"), Start("t1", crash=CrashAt(1, "in_flight", "sigkill")),
+    world, _ = walk(thread_only, [Start("t0"),
+                                  Start("t1", crash=CrashAt(1, "in_flight", "sigkill")),
                                   Tamper("t0", how="corrupt")])
     assert judge(thread_only, world, Recover("t1"), refused).category == "Stuck"
 
@@ -178,7 +179,7 @@ def test_refusing_before_running_after_a_crash_is_stuck_even_with_a_bad_output()
     assert judge(model, world, Recover("t0", bad_output=3), at_bad) is None
 
 
-# -- the table --------------------------------------------------------------------------------------
+# -- the table -----------------------------------------------------------------------------------
 
 
 def test_rules_are_a_cited_table_ending_in_unclassified():
