@@ -226,7 +226,7 @@ def _summary(target, results, seconds) -> None:
 
 def _replay(args) -> int:
     from .corpus import entries
-    from .replay import Replayer
+    from .replay import Replayer, summarize
 
     paths = entries(args.paths or None)
     if not paths:
@@ -238,13 +238,9 @@ def _replay(args) -> int:
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
         statuses = [t.status for t in trials]
-        result = max(trials, key=lambda t: statuses.count(t.status))  # the most frequent
-        if args.trials > 1:
-            counts = ", ".join(f"{s} {statuses.count(s)}/{args.trials}"
-                               for s in dict.fromkeys(statuses))
-            result.detail = f"[{counts}] {result.detail}"
-            if args.mark_timing:
-                _mark_timing(path, statuses)
+        result = summarize(trials)  # FAILED if any trial failed; the rate of each status
+        if args.trials > 1 and args.mark_timing:
+            _mark_timing(path, statuses)
         if args.update and result.status != "ERROR":
             _record_status(path, result.status, statuses)
         results.append(result)
