@@ -48,7 +48,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
 
     ``observer(event, **data)`` is called for progress display: ``"example"`` when one starts,
-    ``"op"`` after each operation.  ``suppress`` holds categories already found: an example
+    ``"op"`` after each operation (with ``op``, ``observed``, ``world``
+    before it and ``allowed``).  ``suppress`` holds categories already found: an example
     that diverges with one of them is discarded (``reject``), so that a campaign goes on to find
     the others instead of re-finding the first (one frequent category masks the rest).
     """
@@ -178,7 +179,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             observed = self.runner.apply(op)
             expected = [o for o, _ in allowed]
             self.history.append((op, observed, tuple(expected)))
-            notify("op", op=op)
+            # The evidence counter (fuzz.evidence.Exercise) reads these: the world before the op.
+            notify("op", op=op, observed=observed, world=self.world, allowed=tuple(expected))
             divergence = classify(self.model, self.world, op, expected, observed)
             if divergence is not None and divergence.category in suppress:
                 reject()
