@@ -7,14 +7,20 @@ one fails, saying what changed; a framework release that fixed a behaviour shows
 
 The replays run as `resumefuzz replay --json` in a fresh interpreter: this test process may have
 run framework code already (an adapter's in-process tests), and a parent with threads must not
-fork workers.  The corpus holds only entries that replayed alike every time after their
-campaign; timing-dependent findings are kept as shrink reports (see README, "replay").  A few
-entries still ride on a free race or a framework's background writer, so an entry whose replay
-differs is replayed twice more: it fails when its recorded status comes back in none of the
-three replays.
+fork workers.
+
+A finding that came back in only k of n replays after its campaign (``finding.reproduced``, a
+timing-dependent finding) is a finding, kept with its rate, and replayed here in ``trials(k, n)``
+trials: enough that, at the recorded rate, its status fails to come up in all of them with
+probability below ``FALSE_ALARM`` (at most ``MAX_TRIALS``).  It passes when its recorded status
+comes up at least once, and fails when it never does (a release fixed it, or it now diverges
+otherwise).  An entry that reproduced every time is replayed once; a few still ride on a free
+race or a framework's background writer, so one whose replay differs is replayed twice more: it
+fails when its recorded status comes back in none of the three replays.
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -28,6 +34,8 @@ from fuzz.targets import prepare, resolve
 from fuzz.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
+FALSE_ALARM = 0.01  # chance that a still-present timing-dependent finding fails its test
+MAX_TRIALS = 30
 ONLY = os.environ.get("RESUMEFUZZ_SMOKE_TARGET")
 BUILT_IN = ("reference", "mutant:")
 
@@ -53,17 +61,26 @@ def _installed(target: str) -> bool:
         return False
 
 
+def trials(reproduced: dict | None) -> int:
+    """Replays that show a finding of rate k/n at least once, but with chance ``FALSE_ALARM``."""
+    if reproduced is None or reproduced["k"] >= reproduced["n"]:
+        return 1
+    miss = 1 - reproduced["k"] / reproduced["n"]
+    return min(MAX_TRIALS, max(2, math.ceil(math.log(FALSE_ALARM) / math.log(miss))))
+
+
 @pytest.fixture(scope="module")
 def replays():
-    """Replay every selected entry whose target is installed, once, in a fresh interpreter."""
+    """Replay every selected entry whose target is installed, in one fresh interpreter: once, or
+    ``trials(...)`` times for a timing-dependent one.  ``{path: [result, ...]}``."""
     paths = []
     for p in SELECTED:
         try:
-            target = load_trace(p).target
+            trace = load_trace(p)
         except ResumefuzzError:
             continue
-        if ONLY is not None or target.startswith(BUILT_IN) or _framework_here(target):
-            paths.append(str(p))
+        if ONLY is not None or trace.target.startswith(BUILT_IN) or _framework_here(trace.target):
+            paths += [str(p)] * trials(trace.finding.reproduced if trace.finding else None)
     if not paths:
         return {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -71,7 +88,10 @@ def replays():
                            "--op-timeout", "120", *paths],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3000)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return {Path(r["path"]).resolve(): r for r in json.loads(proc.stdout)}
+    out: dict = {}
+    for r in json.loads(proc.stdout):
+        out.setdefault(Path(r["path"]).resolve(), []).append(r)
+    return out
 
 
 def _replay_once(path: Path) -> dict:
@@ -109,14 +129,61 @@ if SELECTED:
                              ids=lambda p: str(p.relative_to(ROOT / "corpus")))
     def test_entry_replays_with_its_recorded_status(path, replays):
         trace = load_trace(path)  # a malformed entry fails here, naming the field
-        result = replays.get(path.resolve())
-        if result is None:
+        results = replays.get(path.resolve())
+        if results is None:
             pytest.skip(f"{trace.target} is not installed in this environment")
-        recorded = trace.status or "FAILED"
-        seen = [result]
+        check_replays(trace, str(path.relative_to(ROOT)), results, lambda: _replay_once(path))
+
+
+def check_replays(trace, name: str, results: list, again) -> None:
+    """Fail unless the entry's recorded status came up: in any of its trials (a timing-dependent
+    entry), or in its replay or one of two more (``again()``)."""
+    recorded = trace.status or "FAILED"
+    seen = list(results)
+    if trace.finding is None or not trace.finding.rate:
         while seen[-1]["status"] != recorded and len(seen) < 3:
-            seen.append(_replay_once(path))
-        assert seen[-1]["status"] == recorded, (
-            f"{path.relative_to(ROOT)}: recorded {recorded} "
-            f"({trace.finding.category if trace.finding else 'no finding'}), 3 replays now say "
-            f"{', '.join(r['status'] for r in seen)}: {seen[-1]['detail']}")
+            seen.append(again())
+    statuses = [r["status"] for r in seen]
+    rate = f", recorded rate {trace.finding.rate}" if trace.finding and trace.finding.rate else ""
+    assert recorded in statuses, (
+        f"{name}: recorded {recorded} "
+        f"({trace.finding.category if trace.finding else 'no finding'}{rate}), "
+        f"{len(seen)} replays now say {', '.join(statuses)}: {seen[-1]['detail']}")
+
+
+# -- the check itself can fail ----------------------------------------------------------------
+
+
+def _entry(reproduced):
+    from fuzz.trace import Finding, Trace
+    from refmodel import Start, Workflow
+
+    finding = Finding("Replay", "EO", 0, "why", reproduced=reproduced)
+    return Trace(Workflow(1, frozenset(), ("a",)), (Start("t0"),), finding=finding,
+                 status="FAILED")
+
+
+def test_trials_follow_the_recorded_rate():
+    assert trials(None) == 1 and trials({"k": 5, "n": 5}) == 1
+    assert trials({"k": 1, "n": 2}) == 7  # 0.5 ** 7 < 1 %
+    assert trials({"k": 1, "n": 5}) == 21  # 0.8 ** 21 < 1 %
+    assert trials({"k": 1, "n": 100}) == MAX_TRIALS
+    for k, n in ((1, 2), (2, 3), (3, 5), (1, 5)):
+        assert (1 - k / n) ** trials({"k": k, "n": n}) <= FALSE_ALARM
+
+
+def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():
+    flaky = _entry({"k": 2, "n": 5})
+    fixed, failed = {"status": "FIXED", "detail": "-"}, {"status": "FAILED", "detail": "-"}
+    never = lambda: pytest.fail("a timing-dependent entry is judged on its own trials")  # noqa: E731
+    check_replays(flaky, "e", [fixed] * 9 + [failed], never)
+    with pytest.raises(AssertionError, match=r"recorded rate 2/5\), 10 replays now say FIXED"):
+        check_replays(flaky, "e", [fixed] * 10, never)
+
+
+def test_a_deterministic_entry_is_retried_twice_then_fails():
+    fixed = {"status": "FIXED", "detail": "-"}
+    calls = []
+    with pytest.raises(AssertionError, match="3 replays now say FIXED, FIXED, FIXED"):
+        check_replays(_entry(None), "e", [fixed], lambda: calls.append(1) or fixed)
+    assert len(calls) == 2

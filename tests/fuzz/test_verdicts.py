@@ -182,6 +182,19 @@ def test_keep_keeps_a_partial_rate(tmp_path, monkeypatch):
     assert result.findings[0].reproduced == {"k": 2, "n": 5}
 
 
+def test_replay_mark_timing_records_the_rate(tmp_path):
+    from fuzz.cli import _mark_timing
+
+    path = tmp_path / "e.json"
+    dump_trace(Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "why"), status="FAILED"),
+               path)
+    _mark_timing(path, ["FAILED", "FIXED", "FIXED"])
+    finding = load_trace(path).finding
+    assert finding.reproduced == {"k": 1, "n": 3} and finding.detail == "why"
+    _mark_timing(path, ["FIXED", "FIXED"])  # never came back here: the entry is left as it was
+    assert load_trace(path).finding.reproduced == {"k": 1, "n": 3}
+
+
 # -- 2. witness choice ------------------------------------------------------------------------
 
 
