@@ -390,23 +390,18 @@ def _nightly(args) -> int:
 
 
 def _matrix(args) -> int:
-    import os
     from pathlib import Path
 
     from adapters.protocol import atomic_write_text
 
-    from .matrix import build, render
+    from .matrix import build, relative_links, render
 
     rows = build(args.targets or None, Path(args.results), Path(args.corpus), Path(args.reports))
     if not rows:
         raise UsageError(f"no evidence under {args.results}/ and no findings under {args.corpus}/: "
                          "run a campaign first (resumefuzz fuzz TARGET)")
     if args.output:
-        base = Path(args.output).resolve().parent
-        for row in rows:
-            for cell in row.cells.values():
-                if cell.link:
-                    cell.link = os.path.relpath(Path(cell.link).resolve(), base)
+        relative_links(rows, Path(args.output).resolve().parent)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(Path(args.output), render(rows, args.format))
         print(f"wrote {args.output}")

@@ -233,6 +233,22 @@ def _cell(prop, doc, caps, traces, now, reports_dir) -> Cell:
                 short=f"{total:,} tries", detail=detail)
 
 
+def relative_links(rows: list[Row], base: Path) -> list[Row]:
+    """Make every link (cells and Unclassified reports) relative to the directory ``base``, where
+    the rendered page will sit."""
+    import os
+
+    def rel(link: str) -> str:
+        return os.path.relpath(Path(link).resolve(), Path(base).resolve())
+
+    for row in rows:
+        for cell in row.cells.values():
+            if cell.link:
+                cell.link = rel(cell.link)
+        row.other = [rel(o) for o in row.other]
+    return rows
+
+
 # -- rendering ---------------------------------------------------------------------------------
 
 ORDER = ("✗", "D", "?", "n/a", "declared", "✓")  # summary order: what needs reading first
@@ -350,7 +366,7 @@ _JS = """
              (!vd.value||r.dataset.verdicts.split(' ').indexOf(vd.value)>=0);
       r.hidden=!ok; if(ok)n++;
     });
-    [].slice.call(document.querySelectorAll('#summary tbody tr')).forEach(function(r){
+    [].slice.call(document.querySelectorAll('#summary tbody tr, #unclassified li')).forEach(function(r){
       r.hidden=!!fw.value&&r.dataset.target!==fw.value;
     });
     document.getElementById('shown').textContent=n+' of '+rows.length+' variants shown';
@@ -411,9 +427,11 @@ def render_html(rows: list[Row], generated: str) -> str:
     extra = ""
     unclassified = [(r, o) for r in rows for o in r.other]
     if unclassified:
-        extra += ("<h2>Unclassified divergences (gaps in the model or an adapter)</h2><ul>"
-                  + "".join(f'<li>{_e(r.target)} [{_e(r.variant)}]: <a href="{_e(o)}">{_e(o)}'
-                            f"</a></li>" for r, o in unclassified) + "</ul>")
+        extra += ('<h2>Unclassified divergences (gaps in the model or an adapter)</h2>'
+                  '<ul id="unclassified">'
+                  + "".join(f'<li data-target="{_e(r.target)}">{_e(r.target)} [{_e(r.variant)}]: '
+                            f'<a href="{_e(o)}">{_e(o)}</a></li>' for r, o in unclassified)
+                  + "</ul>")
     if UNREADABLE:
         extra += ("<h2>Corpus entries that could not be read</h2><ul>"
                   + "".join(f"<li>{_e(e)}</li>" for e in UNREADABLE) + "</ul>")

@@ -10,7 +10,7 @@ run framework code already (an adapter's in-process tests), and a parent with th
 fork workers.
 
 A finding that came back in only k of n replays after its campaign (``finding.reproduced``, a
-timing-dependent finding) is a finding, kept with its rate, and replayed here in ``trials(k, n)``
+timing-dependent finding) is a finding, kept with its rate, and replayed here in ``trials_for``
 trials: enough that, at the recorded rate, its status fails to come up in all of them with
 probability below ``FALSE_ALARM`` (at most ``MAX_TRIALS``).  It passes when its recorded status
 comes up at least once, and fails when it never does (a release fixed it, or it now diverges
@@ -20,7 +20,6 @@ fails when its recorded status comes back in none of the three replays.
 """
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -28,14 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.corpus import entries
+from fuzz.corpus import FALSE_ALARM, MAX_TRIALS, entries, replays_for, trials_for
 from fuzz.errors import ResumefuzzError
 from fuzz.targets import prepare, resolve
 from fuzz.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-FALSE_ALARM = 0.01  # chance that a still-present timing-dependent finding fails its test
-MAX_TRIALS = 30
 ONLY = os.environ.get("RESUMEFUZZ_SMOKE_TARGET")
 BUILT_IN = ("reference", "mutant:")
 
@@ -61,18 +58,10 @@ def _installed(target: str) -> bool:
         return False
 
 
-def trials(reproduced: dict | None) -> int:
-    """Replays that show a finding of rate k/n at least once, but with chance ``FALSE_ALARM``."""
-    if reproduced is None or reproduced["k"] >= reproduced["n"]:
-        return 1
-    miss = 1 - reproduced["k"] / reproduced["n"]
-    return min(MAX_TRIALS, max(2, math.ceil(math.log(FALSE_ALARM) / math.log(miss))))
-
-
 @pytest.fixture(scope="module")
 def replays():
     """Replay every selected entry whose target is installed, in one fresh interpreter: once, or
-    ``trials(...)`` times for a timing-dependent one.  ``{path: [result, ...]}``."""
+    ``replays_for(...)`` times for a timing-dependent one.  ``{path: [result, ...]}``."""
     paths = []
     for p in SELECTED:
         try:
@@ -80,7 +69,7 @@ def replays():
         except ResumefuzzError:
             continue
         if ONLY is not None or trace.target.startswith(BUILT_IN) or _framework_here(trace.target):
-            paths += [str(p)] * trials(trace.finding.reproduced if trace.finding else None)
+            paths += [str(p)] * replays_for(trace)
     if not paths:
         return {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -140,11 +129,11 @@ def check_replays(trace, name: str, results: list, again) -> None:
     entry), or in its replay or one of two more (``again()``)."""
     recorded = trace.status or "FAILED"
     seen = list(results)
-    if trace.finding is None or not trace.finding.rate:
+    if replays_for(trace) == 1:
         while seen[-1]["status"] != recorded and len(seen) < 3:
             seen.append(again())
     statuses = [r["status"] for r in seen]
-    rate = f", recorded rate {trace.finding.rate}" if trace.finding and trace.finding.rate else ""
+    rate = f", recorded rate {trace.finding.rate}" if replays_for(trace) > 1 else ""
     assert recorded in statuses, (
         f"{name}: recorded {recorded} "
         f"({trace.finding.category if trace.finding else 'no finding'}{rate}), "
@@ -164,12 +153,12 @@ def _entry(reproduced):
 
 
 def test_trials_follow_the_recorded_rate():
-    assert trials(None) == 1 and trials({"k": 5, "n": 5}) == 1
-    assert trials({"k": 1, "n": 2}) == 7  # 0.5 ** 7 < 1 %
-    assert trials({"k": 1, "n": 5}) == 21  # 0.8 ** 21 < 1 %
-    assert trials({"k": 1, "n": 100}) == MAX_TRIALS
+    assert trials_for(None) == 1 and trials_for({"k": 5, "n": 5}) == 1
+    assert trials_for({"k": 1, "n": 2}) == 7  # 0.5 ** 7 < 1 %
+    assert trials_for({"k": 1, "n": 5}) == 21  # 0.8 ** 21 < 1 %
+    assert trials_for({"k": 1, "n": 100}) == MAX_TRIALS
     for k, n in ((1, 2), (2, 3), (3, 5), (1, 5)):
-        assert (1 - k / n) ** trials({"k": k, "n": n}) <= FALSE_ALARM
+        assert (1 - k / n) ** trials_for({"k": k, "n": n}) <= FALSE_ALARM
 
 
 def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():
@@ -179,6 +168,14 @@ def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():
     check_replays(flaky, "e", [fixed] * 9 + [failed], never)
     with pytest.raises(AssertionError, match=r"recorded rate 2/5\), 10 replays now say FIXED"):
         check_replays(flaky, "e", [fixed] * 10, never)
+
+
+def test_a_timing_dependent_entry_recorded_fixed_is_judged_like_any_other():
+    entry = _entry({"k": 1, "n": 14}).with_(status="FIXED")
+    assert replays_for(entry) == 1
+    failed = {"status": "FAILED", "detail": "-"}
+    with pytest.raises(AssertionError, match="3 replays now say FAILED"):
+        check_replays(entry, "e", [failed], lambda: failed)
 
 
 def test_a_deterministic_entry_is_retried_twice_then_fails():

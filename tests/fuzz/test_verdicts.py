@@ -323,3 +323,14 @@ def test_evidence_merges_counts_over_campaigns(tmp_path):
     bad.write_text(json.dumps({**doc, "version": 7}))
     with pytest.raises(UsageError, match="version 1 or 2"):
         evidence.load(bad)
+
+
+def test_links_are_made_relative_to_the_page_unclassified_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_evidence(tmp_path / "results")
+    write_entry(tmp_path / "corpus", [START, RESUME, FORK])
+    write_entry(tmp_path / "corpus", [START, RESUME], category="Unclassified")
+    rows = matrix.relative_links(matrix.build(None, tmp_path / "results", tmp_path / "corpus",
+                                              tmp_path / "reports"), tmp_path / "results")
+    assert rows[0].cells["FD"].link.startswith("../reports/t/v/ForkIgnore-")
+    assert rows[0].other[0].startswith("../reports/t/v/Unclassified-")
