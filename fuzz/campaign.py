@@ -38,8 +38,9 @@ class Found:
     property: str
     length: int
     verdict: str
-    corpus: str
+    corpus: str  # "" when the failure never came back on replay (not kept)
     report: str
+    reproduced: dict | None = None  # {"k", "n"}: came back in k of n replays; None: every time
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -62,6 +63,8 @@ class VariantResult:
     def harness_share_exceeded(self, minimum: int = 1) -> bool:
         return (self.harness_errors >= minimum
                 and self.harness_errors > HARNESS_SHARE * max(1, self.examples))
+    # evidence.Exercise: per property, the operations that could have broken it (fuzz.evidence)
+    exercised: object = field(default_factory=evidence.Exercise)
 
 
 @dataclass
@@ -123,8 +126,10 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
     def notify(event, **data):
         if event == "example":
             result.examples += 1
+            result.exercised.example()
         elif event == "op":
             result.operations += 1
+            result.exercised.op(**data)
         notify_outer(event, variant=variant.name, result=result, **data)
 
     budget = max_examples or profile_settings(options.profile).max_examples
@@ -203,30 +208,45 @@ def _too_many(result) -> str:
 
 
 TRIALS = 5  # replays that measure how often a timing-dependent failure reproduces
+TRIALS = 5  # replays that measure how often a failure Hypothesis could not reproduce comes back
 
 
 def _keep(adapter, variant, failure, options, result, notify):
+    """Turn a (shrunk) failure into a corpus entry and a shrink report.
+
+    A failure Hypothesis could not reproduce every time is replayed ``TRIALS`` times first: one
+    that came back k > 0 times is a finding like any other, kept with its rate (its matrix cell
+    reads ``✗ (k/n)``, and its regression test replays it in trials); one that never came back
+    is dropped from the corpus, and its report, the only record, says so.
+    """
     trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                       dict(adapter.versions()))
     if getattr(failure, "timing", False):
         trace = _measure_timing(adapter, trace, options)
-    path = corpus.save(trace, options.corpus_dir)
+    path = corpus.entry_path(trace, options.corpus_dir)
+    if not trace.finding.never_reproduced:
+        path = corpus.save(trace, options.corpus_dir)
     script = adapter.repro_script(variant, trace.workflow, trace.operations)
     report_file = report.write(trace, path, script, options.reports_dir)
     found = Found(variant.name, trace.finding.category, trace.finding.property,
-                  len(trace.operations), trace.finding.verdict, str(path), str(report_file))
-    if not any(f.category == found.category and f.length <= found.length for f in result.findings):
+                  len(trace.operations), trace.finding.verdict,
+                  "" if trace.finding.never_reproduced else str(path), str(report_file),
+                  trace.finding.reproduced)
+    if trace.finding.never_reproduced:
+        result.flaky.append(f"{found.category}: never came back in {TRIALS} replays "
+                            f"(not kept; report {report_file})")
+    elif not any(f.category == found.category and f.length <= found.length
+                 for f in result.findings):
         result.findings = [f for f in result.findings if f.category != found.category] + [found]
     notify("finding", variant=variant.name, result=result, found=found)
 
 
 def _measure_timing(adapter, trace, options):
-    """A failure Hypothesis could not reproduce every time depends on timing: say so, with the
-    rate at which it reproduces over ``TRIALS`` replays."""
+    """Replay a failure Hypothesis could not reproduce every time ``TRIALS`` times, and record in
+    its finding how often it came back (``reproduced: {"k", "n"}``): a rate, not a verdict."""
     from .replay import Replayer
 
     replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
     statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
     again = sum(s == "FAILED" for s in statuses)
-    detail = f"timing-dependent (reproduced {again}/{TRIALS} replays): {trace.finding.detail}"
-    return trace.with_(finding=replace(trace.finding, detail=detail))
+    return trace.with_(finding=replace(trace.finding, reproduced={"k": again, "n": TRIALS}))
