@@ -23,7 +23,7 @@ def test_a_race_after_a_sigkill_in_flight_has_exactly_one_winner(tmp_path):
     # held by a dead process), then race k=3 on the same interrupt, TRIALS times.
     trace = load_trace(TRACE)
     adapter = ReferenceAdapter()
-    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=60))
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=120))
     race = next(op for op in trace.operations if isinstance(op, Race))
     winners = []
     for _ in range(TRIALS):
