@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from refmodel import (
     CATEGORY_INFO,
+    MUTANTS,
     CrashAt,
     Fork,
     InvalidOperation,
@@ -54,6 +55,7 @@ from refmodel import (
     Workflow,
     World,
     classify,
+    shortest_exposure,
 )
 
 from .errors import EngineError
@@ -251,6 +253,46 @@ def key_of(workflow: Workflow, ops) -> str:
     """The cache key: canonical JSON of the workflow and the operations."""
     return json.dumps({"workflow": workflow.to_json(), "operations": [o.to_json() for o in ops]},
                       sort_keys=True)
+
+
+# -- the minimum to reach ------------------------------------------------------------------------
+
+
+def expressible(caps) -> Callable:
+    """The operations a variant can express (its ``Capabilities``): explore's ``admit``."""
+
+    def admit(op) -> bool:
+        if op.name not in caps.operations:
+            return False
+        crash = getattr(op, "crash", None)
+        if crash is not None and (crash.kind not in caps.crash_kinds
+                                  or crash.phase not in caps.crash_phases):
+            return False
+        if getattr(op, "bad_output", None) is not None and not caps.bad_output:
+            return False
+        if isinstance(op, Tamper) and op.how not in caps.tamper_hows:
+            return False
+        return not isinstance(op, Race) or len(op.values) <= caps.max_racers
+
+    return admit
+
+
+# Small workflows the machine also draws: a category's minimum is the least over these.
+MINIMA_WORKFLOWS = (Workflow(3, {2}), Workflow(2, {1}), Workflow(1, {1}), Workflow(2, set()))
+
+
+def category_minima(caps=None, depth: int = 3) -> dict:
+    """Category -> the fewest operations that expose its mutant with what ``caps`` can express
+    (every operation when ``None``), over ``MINIMA_WORKFLOWS``; a category no exposure within
+    ``depth`` reaches is absent."""
+    admit = expressible(caps) if caps is not None else None
+    out: dict = {}
+    for mutant in MUTANTS:
+        for workflow in MINIMA_WORKFLOWS:
+            exposure = shortest_exposure(workflow, mutant, depth, admit)
+            if exposure is not None and exposure.divergence.category == mutant:
+                out[mutant] = min(out.get(mutant, depth + 1), exposure.length)
+    return out
 
 
 # -- the passes ----------------------------------------------------------------------------------
