@@ -72,11 +72,17 @@ def main() -> int:
     parser.add_argument("--timing-seeds", type=int, default=3,
                         help="seeds (the first N) that also run without shrinking, for times")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--from-log", nargs="+", metavar="FILE",
+                        help="only tabulate the rows earlier runs printed on stderr")
     args = parser.parse_args()
-    minima = minimize_module.category_minima()
     rows = []
-    for mutant in args.mutants:
-        for seed in args.seeds:
+    if args.from_log:
+        rows = [json.loads(line) for f in args.from_log for line in Path(f).read_text().splitlines()
+                if line.startswith("{")]
+        args.seeds = []
+    minima = minimize_module.category_minima() if args.seeds else {}
+    for seed in args.seeds:  # seeds outermost: a run cut short still covers every mutant
+        for mutant in args.mutants:
             shrunk = one(mutant, seed, shrink=True)
             first = one(mutant, seed, shrink=False) if seed in args.seeds[:args.timing_seeds] \
                 else {}
@@ -105,7 +111,7 @@ def _median(values):
 
 def summarize(rows):
     out = []
-    for mutant in dict.fromkeys(r["mutant"] for r in rows):
+    for mutant in sorted(dict.fromkeys(r["mutant"] for r in rows), key=MUTANTS.index):
         mine = [r for r in rows if r["mutant"] == mutant]
         finals = [r["final"] for r in mine]
         found = [n for n in finals if n]

@@ -208,3 +208,53 @@ def test_campaign_reaches_explores_minimum(mutant, tmp_path):
     entry = json.loads(open(found.corpus).read())
     assert len(entry["operations"]) == len(entry["observations"]) == len(entry["expected"])
     assert entry["finding"]["step"] == found.length - 1
+
+
+# -- a variant's minimum, and the command line ---------------------------------------------------
+
+
+def test_a_variants_minimum_uses_only_what_it_can_express():
+    from adapters.protocol import Capabilities
+    from fuzz.minimize import expressible
+
+    every = expressible(Capabilities())
+    assert shortest_exposure(WF, "InvalidPersist", 3, every).length == 1  # BadOutput
+    # Without BadOutput, tampered state used silently: start, tamper, then a read that runs.
+    no_bad = expressible(Capabilities(bad_output=False))
+    exposure = shortest_exposure(WF, "InvalidPersist", 3, no_bad)
+    assert exposure.length == 3 and exposure.trace[1].name == "tamper"
+    # Stuck's mutant refuses recovery after a SIGKILL: a variant without SIGKILL cannot show it.
+    assert shortest_exposure(WF, "Stuck", 3, expressible(
+        Capabilities(crash_kinds=frozenset({"exception"})))) is None
+
+
+def test_minimize_command_refuses_bad_input_up_front(tmp_path, capsys):
+    from fuzz.cli import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert main(["minimize", str(bad), "--corpus", str(tmp_path / "c")]) == 2
+    assert "not JSON" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow
+def test_minimize_command_replaces_an_entry_with_a_shorter_one(tmp_path, capsys):
+    from fuzz.cli import main
+    from fuzz.corpus import fingerprint
+    from fuzz.trace import dump_trace, load_trace
+
+    noisy = [Start("t0"), Start("t1"), Query("t1"), Resume("t1", value="b"), Query("t0"),
+             Tamper("t0", how="corrupt"), Resume("t1", value="b")]
+    trace = failing("DoubleConsume", noisy).with_(target="mutant:DoubleConsume",
+                                                  variant="default", status="FAILED")
+    trace = trace.with_(fingerprint=fingerprint("DoubleConsume", trace))
+    old = tmp_path / "corpus" / "mutant_DoubleConsume" / "default" / "old.json"
+    dump_trace(trace, old)
+    status = main(["minimize", str(old), "--corpus", str(tmp_path / "corpus"),
+                   "--reports", str(tmp_path / "reports"), "--replace", "--json"])
+    assert status == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["before"], row["after"]) == (7, 3) and not old.exists()
+    new = load_trace(row["written"])
+    assert new.finding.category == "DoubleConsume" and len(new.expected) == 3
+    assert list((tmp_path / "reports").rglob("DoubleConsume-*.md"))
