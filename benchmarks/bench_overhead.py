@@ -9,6 +9,8 @@ One *case* is the same two operations on a fresh store (workflow: 3 tasks, gate 
 
 - ``plain``: ``adapter.open`` then ``case.run(start)``, ``case.run(resume a)``, as a script would
   call the framework through the adapter, with hooks that do nothing (no ledger, no barrier);
+- ``plain+query``: the same, reading the persisted state back after each operation (the
+  ``query`` the fuzzer needs to observe it): the framework's own cost of being observed;
 - ``fuzzer``: the fuzzer's per-operation work in process (``Settings(mode="inprocess")``): the
   oracle's ``Model.step`` and ``classify``, the engine's hooks, the SQLite effect ledger and the
   ``query`` that observes the persisted state;
@@ -18,7 +20,8 @@ One *case* is the same two operations on a fresh store (workflow: 3 tasks, gate 
   operations with an ``exception`` crash point, in process.
 
 The kinds are interleaved case by case, so that load on the machine hits them alike; the ratios
-are of medians.  Goals: fuzzer / plain <= 1.10; sigkill / inproc-crash <= 2.
+are of medians.  Goals: fuzzer / plain <= 1.10; sigkill / inproc-crash <= 2.  fuzzer /
+plain+query is the harness's own share (oracle, hooks, ledger).
 """
 
 from __future__ import annotations
@@ -57,13 +60,15 @@ class _Quiet(Hooks):
         return False
 
 
-def plain(adapter, variant, root: Path) -> float:
+def plain(adapter, variant, root: Path, query: bool = False) -> float:
     workdir = Path(tempfile.mkdtemp(dir=root))
     started = time.perf_counter()
     case = adapter.open(variant, WF, workdir)
     try:
         for op in PAIR:
             case.run(op, _Quiet())
+            if query:
+                case.query(op.thread)
     finally:
         case.close()
     return time.perf_counter() - started
@@ -100,6 +105,7 @@ def main() -> int:
     forked = Session(adapter, variant, root / "fork", Settings(mode="fork"))
     kinds = {
         "plain": lambda: plain(adapter, variant, root),
+        "plain+query": lambda: plain(adapter, variant, root, query=True),
         "fuzzer": lambda: through(inproc, PAIR),
         "fork": lambda: through(forked, PAIR),
         "sigkill": lambda: through(forked, CRASH_PAIRS["sigkill"]),
@@ -116,6 +122,7 @@ def main() -> int:
         "target": args.target, "variant": args.variant, "cases": args.cases,
         "median_ms_per_case": {k: round(v * 1000, 2) for k, v in med.items()},
         "fuzzer/plain": round(med["fuzzer"] / med["plain"], 3),
+        "fuzzer/plain+query": round(med["fuzzer"] / med["plain+query"], 3),
         "fork/plain": round(med["fork"] / med["plain"], 3),
         "sigkill/inproc-crash": round(med["sigkill"] / med["inproc-crash"], 3),
     }

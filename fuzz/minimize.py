@@ -346,7 +346,15 @@ def drop_blocks(workflow, ops) -> Iterator[Candidate]:
 
 
 def merge_threads(workflow, ops) -> Iterator[Candidate]:
-    """Run a later-started thread's operations on an earlier one (its start dropped)."""
+    """Run a later-started thread's operations on an earlier one (its start dropped), and a
+    branch's on its source (the fork turned into a resume of the source, or dropped)."""
+    for i, op in enumerate(ops):
+        if isinstance(op, Fork):
+            rest = tuple(replace(o, thread=op.thread) if o.thread == op.new_thread else o
+                         for o in ops[i + 1:])
+            resume = Resume(op.thread, crash=op.crash, bad_output=op.bad_output, value=op.value)
+            yield workflow, ops[:i] + (resume,) + rest
+            yield workflow, ops[:i] + rest
     started = [op.thread for op in ops if isinstance(op, Start)]
     for i, keep in enumerate(started):
         for gone in started[i + 1:]:
@@ -376,6 +384,7 @@ def _simpler_op(op, workflow) -> Iterator:
         for task in range(1, bad):
             yield replace(op, bad_output=task)
     if isinstance(op, Race):
+        yield Resume(op.thread, value=op.values[0])  # one caller instead of several
         if len(op.values) > 2:
             yield replace(op, values=op.values[:-1])
         if not op.forced:
@@ -415,8 +424,33 @@ def shrink_workflow(workflow, ops) -> Iterator[Candidate]:
             continue
 
 
+def _reshaped(workflow) -> list:
+    """Workflows of another shape that may let fewer operations show the same thing: each gate
+    one task later, one task in front of every gate, and the small shapes explore uses."""
+    shapes = []
+    for gate in sorted(workflow.gates):
+        if gate < workflow.n and gate + 1 not in workflow.gates:
+            shapes.append((workflow.n, (workflow.gates - {gate}) | {gate + 1}))
+    shapes.append((workflow.n + 1, {g + 1 for g in workflow.gates}))
+    shapes += [(w.n, w.gates) for w in MINIMA_WORKFLOWS]
+    out = []
+    for n, gates in dict.fromkeys((n, frozenset(g)) for n, g in shapes):
+        if (n, gates) != (workflow.n, workflow.gates):
+            out.append(Workflow(n, gates, workflow.values))
+    return out
+
+
+def reshape_workflow(workflow, ops) -> Iterator[Candidate]:
+    """Fewer operations on a workflow of another shape (a gate that comes after a completed
+    task lets a single resume show what otherwise takes a second run): every shape in
+    ``_reshaped`` with each block dropped.  Costly, so it runs after the cheap passes."""
+    for shape in _reshaped(workflow):
+        for _, fewer in drop_blocks(workflow, ops):
+            yield shape, fewer
+
+
 PASSES: tuple = (drop_thread, drop_idle, drop_blocks, merge_threads, simplify_ops,
-                 shrink_workflow, rename_threads)
+                 shrink_workflow, reshape_workflow, rename_threads)
 
 
 # -- the driver ----------------------------------------------------------------------------------

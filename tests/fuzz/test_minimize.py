@@ -18,6 +18,7 @@ from fuzz.minimize import (
     canonical_names,
     key_of,
     minimize,
+    reshape_workflow,
 )
 from fuzz.trace import Finding, Trace
 from refmodel import (
@@ -258,3 +259,27 @@ def test_minimize_command_replaces_an_entry_with_a_shorter_one(tmp_path, capsys)
     new = load_trace(row["written"])
     assert new.finding.category == "DoubleConsume" and len(new.expected) == 3
     assert list((tmp_path / "reports").rglob("DoubleConsume-*.md"))
+
+
+def test_a_workflow_of_another_shape_can_take_fewer_operations():
+    # With gates 1 and 2, PrefixReplay's mutant needs a resume and then a race (the resume
+    # re-runs nothing, a second resume would re-consume gate 1: DoubleConsume); with a task
+    # before the first gate, one resume shows it (explore's minimum, 2).
+    workflow = Workflow(2, {1, 2}, ("a", "b"))
+    ops = [Start("t0"), Resume("t0", value="a"), Race("t0", ("a", "a"), forced=True)]
+    trace = failing("PrefixReplay", ops, workflow)
+    result = minimize(trace, model_judge("PrefixReplay"))
+    assert result.after == 2
+    only_reshape = minimize(trace, model_judge("PrefixReplay"), passes=(reshape_workflow,))
+    assert only_reshape.after == 2 and only_reshape.trace.workflow.gates != {1, 2}
+
+
+def test_a_branch_merges_into_its_source():
+    # Hypothesis's shrink of PrefixReplay, seed 1 (500 examples): a fork, then a race on the
+    # branch.  The fork becomes a resume of t0, the race a resume, and the workflow sheds gate 1.
+    workflow = Workflow(2, {1, 2}, ("a", "b"))
+    ops = [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"),
+           Race("f1", ("a", "a"), forced=True)]
+    trace = failing("PrefixReplay", ops, workflow)
+    result = minimize(trace, model_judge("PrefixReplay"))
+    assert result.after == 2 and result.passes.get("merge_threads"), result.trace.operations
