@@ -337,6 +337,8 @@ def _minimize(args) -> int:
             new = new.with_(finding=dataclasses.replace(new.finding, detail=detail))
         written = str(path)
         if new is not trace:
+            if corpus.entry_path(new, Path(args.corpus)).exists():
+                new = load_trace(corpus.entry_path(new, Path(args.corpus)))  # kept as it was
             written_path = corpus.save(new, Path(args.corpus))
             script = adapter.repro_script(session.variant, new.workflow, new.operations)
             report.write(new, written_path, script, Path(args.reports))
