@@ -3,11 +3,13 @@
 ``run_campaign`` splits the budget (examples or seconds) evenly over the variants, runs the
 differential machine on each, and turns every shrunk failure into a corpus entry and a shrink
 report.  A time budget runs the machine in chunks of ``CHUNK`` examples, each with its own seed,
-until the time is spent: Hypothesis has no time budget of its own.
+until the time is spent: Hypothesis has no time budget of its own.  Chunk ``r`` of seed ``s`` is
+seeded with a hash of ``(s, r)`` (``chunk_seed``), so two seeds never share a stream.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +31,16 @@ CHUNK = 20
 HARNESS_SHARE = 0.2  # harness errors in more than this share of examples end a variant
 HARNESS_MIN = 5  # ... once there are at least this many (one early error is not a share)
 HARNESS_SHOWN = 5  # first messages kept for the summary
+
+
+def chunk_seed(seed: int | None, chunk: int) -> int:
+    """The seed of chunk ``chunk`` of a campaign seeded ``seed``: a hash of the pair.
+
+    ``seed + chunk`` made ``--seed 2`` replay ``--seed 1``'s chunks shifted by one; a hash makes
+    every (seed, chunk) pair its own stream.
+    """
+    digest = hashlib.blake2b(f"{seed or 0}:{chunk}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 @dataclass
@@ -149,17 +161,17 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             left = max(0.0, max_time - elapsed)
             chunk = CHUNK if rate is None else max(1, min(CHUNK, int(left * rate)))
             overrides.update(max_examples=chunk if run else min(CHUNK, 5), derandomize=False)
-            machine._hypothesis_internal_use_seed = (options.seed or 0) + run
+            machine._hypothesis_internal_use_seed = chunk_seed(options.seed, run)
         else:
             overrides["max_examples"] = budget
             if options.seed is not None:
                 overrides["derandomize"] = False
-                machine._hypothesis_internal_use_seed = options.seed + run
+                machine._hypothesis_internal_use_seed = chunk_seed(options.seed, run)
         before = result.examples
         failure = None
         try:
-            run_state_machine_as_test(machine, settings=profile_settings(options.profile,
-                                                                          **overrides))
+            run_state_machine_as_test(machine, settings=profile_settings(
+                options.profile, key=f"{adapter.name}/{variant.name}", **overrides))
         except Failure as exc:
             failure = exc
         except FlakyFailure as exc:
@@ -179,7 +191,9 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             result.errors.append(str(exc).splitlines()[0])
             break
         if failure is not None:
-            _keep(adapter, variant, failure, options, result, notify_outer)
+            deadline = started + max_time if max_time is not None else None
+            _keep(adapter, variant, failure, options, result, notify_outer,
+                  _minimizer(session, options, deadline))
             found.add(failure.divergence.category)
             if options.stop_on_finding:
                 break
@@ -207,11 +221,24 @@ def _too_many(result) -> str:
             f"than {HARNESS_SHARE:.0%}); first: {result.harness_messages[0]}")
 
 
-TRIALS = 5  # replays that measure how often a timing-dependent failure reproduces
 TRIALS = 5  # replays that measure how often a failure Hypothesis could not reproduce comes back
 
 
-def _keep(adapter, variant, failure, options, result, notify):
+def _minimizer(session, options, deadline):
+    """The trace-level pass after Hypothesis's shrink (``fuzz.minimize``), within the time box;
+    ``None`` when failures are kept as found (``--no-shrink``)."""
+    if not (options.shrink and MINIMIZE):
+        return None
+    from .minimize import minimize, session_judge
+
+    return lambda trace, rate: minimize(trace, session_judge(session), deadline=deadline,
+                                        rate=rate)
+
+
+MINIMIZE = True  # benchmarks switch it off to measure Hypothesis's shrink alone
+
+
+def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     """Turn a (shrunk) failure into a corpus entry and a shrink report.
 
     A failure Hypothesis could not reproduce every time is replayed ``TRIALS`` times first: one
@@ -221,7 +248,12 @@ def _keep(adapter, variant, failure, options, result, notify):
     """
     trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                       dict(adapter.versions()))
-    if getattr(failure, "timing", False):
+    shrunk = len(trace.operations)  # Hypothesis's shrink
+    timing = getattr(failure, "timing", False)
+    if minimizer is not None:
+        rate = _rate(adapter, trace, options) if timing else None
+        trace = minimizer(trace, rate).trace
+    if timing:
         trace = _measure_timing(adapter, trace, options)
     path = corpus.entry_path(trace, options.corpus_dir)
     if not trace.finding.never_reproduced:
@@ -238,15 +270,21 @@ def _keep(adapter, variant, failure, options, result, notify):
     elif not any(f.category == found.category and f.length <= found.length
                  for f in result.findings):
         result.findings = [f for f in result.findings if f.category != found.category] + [found]
-    notify("finding", variant=variant.name, result=result, found=found)
+    notify("finding", variant=variant.name, result=result, found=found, shrunk=shrunk)
+
+
+def _rate(adapter, trace, options):
+    """How often ``trace`` reproduces over ``TRIALS`` replays (``fuzz.minimize.Rate``)."""
+    from .minimize import Rate
+    from .replay import Replayer
+
+    replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
+    statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
+    return Rate(sum(s == "FAILED" for s in statuses), TRIALS)
 
 
 def _measure_timing(adapter, trace, options):
     """Replay a failure Hypothesis could not reproduce every time ``TRIALS`` times, and record in
     its finding how often it came back (``reproduced: {"k", "n"}``): a rate, not a verdict."""
-    from .replay import Replayer
-
-    replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
-    statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
-    again = sum(s == "FAILED" for s in statuses)
-    return trace.with_(finding=replace(trace.finding, reproduced={"k": again, "n": TRIALS}))
+    rate = _rate(adapter, trace, options)
+    return trace.with_(finding=replace(trace.finding, reproduced={"k": rate.k, "n": rate.n}))

@@ -1,4 +1,4 @@
-"""The ``resumefuzz`` command line: ``fuzz``, ``replay``, ``explore`` and ``targets``.
+"""The ``resumefuzz`` command line: ``fuzz``, ``replay``, ``minimize``, ``explore`` and ``targets``.
 
 Exit status: 0 nothing found (``fuzz``) / every entry FIXED (``replay``) / every mutant exposed
 (``explore``); 1 something found / an entry not FIXED / a mutant not exposed; 2 a usage or
@@ -85,11 +85,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="the store factory of entries fuzzed with --store (never read from an entry)")
     p.set_defaults(func=_replay)
 
+    p = sub.add_parser("minimize", help="minimize corpus entries again on their targets")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="entries or directories")
+    p.add_argument("--max-time", type=float, metavar="S",
+                   help="stop minimizing an entry after S seconds (keep the best so far)")
+    p.add_argument("--replace", action="store_true",
+                   help="remove an entry (and its report) that a shorter one replaces")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="write new entries here")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
+    p.set_defaults(func=_minimize)
+
     p = sub.add_parser("explore", help="enumerate operation sequences on the reference and mutants")
     p.add_argument("--n", type=int, default=3, help="tasks (default 3)")
     p.add_argument("--gates", default="2", help="comma-separated gated tasks (default 2)")
     p.add_argument("--values", default="a,b", help="comma-separated resume values (default a,b)")
     p.add_argument("--depth", type=int, default=3, help="operations per sequence (default 3)")
+    p.add_argument("--target", help="only the operations this target can express (its capabilities)")
+    p.add_argument("--variant", help="the target's variant (needed when it has several)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_explore)
 
@@ -308,6 +322,82 @@ def _mark_timing(path, statuses) -> None:
         dump_trace(trace.with_(finding=finding), path)
 
 
+# -- minimize -----------------------------------------------------------------------------------
+
+
+def _minimize(args) -> int:
+    from pathlib import Path
+
+    from . import corpus, report
+    from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
+    from .runner import Session, Settings
+    from .targets import prepare, resolve, select_variants
+    from .trace import load_trace
+
+    if args.max_time is not None and args.max_time <= 0:
+        raise UsageError("--max-time must be positive")
+    paths = corpus.entries(args.paths)
+    traces = [(path, load_trace(path)) for path in paths]  # a bad file stops us before any run
+    unfound = [str(p) for p, t in traces if t.finding is None]
+    if not paths or unfound:
+        raise UsageError(f"nothing to minimize: {', '.join(unfound) or ' '.join(args.paths)}"
+                         + (" has no finding" if unfound else " holds no entries"))
+    adapters, sessions, out = {}, {}, []
+    for path, trace in traces:
+        if trace.target not in adapters:
+            adapters[trace.target] = prepare(resolve(trace.target))
+        adapter = adapters[trace.target]
+        if (trace.target, trace.variant) not in sessions:
+            (variant,) = select_variants(adapter, [trace.variant])
+            sessions[trace.target, trace.variant] = Session(
+                adapter, variant, settings=Settings(op_timeout=args.op_timeout))
+        session = sessions[trace.target, trace.variant]
+        judge = session_judge(session)
+        deadline = time.monotonic() + args.max_time if args.max_time else None
+        result = minimize(trace, judge, deadline=deadline, rate=_recorded_rate(trace))
+        new = result.trace
+        if new is not trace and timing_dependent(trace):
+            goal = (new.finding.category, new.finding.property, new.finding.verdict)
+            rate = measure(judge, new, goal)
+            detail = (f"timing-dependent (reproduced {rate.k}/{TRIALS} replays): "
+                      f"{new.finding.detail}")
+            new = new.with_(finding=dataclasses.replace(new.finding, detail=detail))
+        written = str(path)
+        if new is not trace:
+            if corpus.entry_path(new, Path(args.corpus)).exists():
+                new = load_trace(corpus.entry_path(new, Path(args.corpus)))  # kept as it was
+            written_path = corpus.save(new, Path(args.corpus))
+            script = adapter.repro_script(session.variant, new.workflow, new.operations)
+            report.write(new, written_path, script, Path(args.reports))
+            written = str(written_path)
+            if args.replace and Path(written).resolve() != Path(path).resolve():
+                Path(path).unlink()
+                report.report_path(trace, Path(args.reports)).unlink(missing_ok=True)
+        out.append({"path": str(path), "written": written, "category": trace.finding.category,
+                    "before": result.before, "after": result.after, "judged": result.judged,
+                    "cached": result.cached, "rejected": result.rejected,
+                    "errors": result.errors, "passes": result.passes,
+                    "stopped": result.stopped, "seconds": result.seconds})
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        for r in out:
+            print(f"{r['before']:>3} -> {r['after']:<3} {r['category']:16} {r['path']}"
+                  + (f" => {r['written']}" if r["written"] != r["path"] else "")
+                  + f" ({r['judged']} candidates run, {r['stopped']}, {r['seconds']}s)")
+    return 0
+
+
+def _recorded_rate(trace):
+    """The rate a timing-dependent entry recorded ("reproduced k/n replays"), if any."""
+    import re
+
+    from .minimize import Rate
+
+    match = re.match(r"timing-dependent \(reproduced (\d+)/(\d+)", trace.finding.detail)
+    return Rate(int(match[1]), int(match[2])) if match else None
+
+
 # -- explore ------------------------------------------------------------------------------------
 
 
@@ -322,13 +412,23 @@ def _explore(args) -> int:
         raise UsageError(f"explore: {exc}") from None
     if not 1 <= args.depth <= 6:
         raise UsageError("explore: --depth must lie in 1..6")
+    admit = None
+    if args.target:
+        from .minimize import expressible
+
+        admit = expressible(_capabilities(args.target, args.variant)[0])
+    elif args.variant:
+        raise UsageError("explore: --variant needs --target")
     started = time.monotonic()
     per_depth = explore_reference(workflow, args.depth)
     reference = shortest_exposure(workflow, None, args.depth)
-    mutants = {m: shortest_exposure(workflow, m, args.depth) for m in MUTANTS}
+    mutants = {m: shortest_exposure(workflow, m, args.depth, admit) for m in MUTANTS}
     seconds = round(time.monotonic() - started, 2)
-    missing = [m for m, e in mutants.items() if e is None]
+    # A target that cannot express a mutant's exposure is no error of the model's.
+    missing = [m for m, e in mutants.items() if e is None and admit is None]
     config = {**workflow.to_json(), "depth": args.depth}
+    if args.target:
+        config.update(target=args.target, variant=args.variant)
     if args.json:
         print(json.dumps({
             "config": config,
@@ -364,6 +464,18 @@ def _explore(args) -> int:
     bad = reference is not None or missing or any(
         e.divergence.category != m for m, e in mutants.items() if e)
     return 1 if bad else 0
+
+
+def _capabilities(target: str, variant: str | None):
+    from .targets import prepare, resolve, select_variants
+
+    adapter = resolve(target)
+    variants = select_variants(adapter, [variant] if variant else None)
+    if len(variants) > 1:
+        raise UsageError(f"explore: target {target!r} has several variants; name one with "
+                         f"--variant ({', '.join(v.name for v in variants)})")
+    prepare(adapter)
+    return adapter.capabilities(variants[0]), variants[0]
 
 
 def _op_text(op) -> str:

@@ -9,6 +9,7 @@ of these, which fix every field that matters, chosen by ``--profile`` or ``RESUM
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -32,33 +33,51 @@ _COMMON = dict(
 )
 
 
-def database(kind: str):
+def database(kind: str, key: str | None = None):
     """The example database: local directory, shared through Redis when RESUMEFUZZ_REDIS_URL is
-    set (Hypothesis's documented recipe: a MultiplexedDatabase of the two)."""
+    set (Hypothesis's documented recipe: a MultiplexedDatabase of the two).
+
+    ``key`` (``"<target>/<variant>"``) gives each target variant its own entries: the machine's
+    source, and so Hypothesis's own key, is the same for every target, and a campaign replays
+    the database first, so without it one target would start by re-running another's failures.
+    """
     if kind == "none":
         return None
-    local = DirectoryBasedExampleDatabase(str(DATABASE_DIR))
+    part = _database_part(key)
+    local = DirectoryBasedExampleDatabase(str(DATABASE_DIR / part if part else DATABASE_DIR))
     url = os.environ.get("RESUMEFUZZ_REDIS_URL")
     if not url:
         return local
     import redis
     from hypothesis.extra.redis import RedisExampleDatabase
 
-    shared = RedisExampleDatabase(redis.Redis.from_url(url), key_prefix=b"resumefuzz:")
+    prefix = b"resumefuzz:" + (part.encode() + b":" if part else b"")
+    shared = RedisExampleDatabase(redis.Redis.from_url(url), key_prefix=prefix)
     return MultiplexedDatabase(local, shared)
 
 
-def profile_settings(name: str | None = None, **overrides) -> settings:
+def _database_part(key: str | None) -> str:
+    # One path segment per target variant; characters outside [A-Za-z0-9-_.] become "_", and a
+    # short hash keeps two keys that differ only there apart ("mutant:Replay" vs "mutant_Replay").
+    if not key:
+        return ""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+    return f"{safe}-{hashlib.blake2b(key.encode(), digest_size=4).hexdigest()}"
+
+
+def profile_settings(name: str | None = None, *, key: str | None = None, **overrides) -> settings:
+    """The settings of profile ``name``; ``key`` names the target variant whose example
+    database entries to use (see ``database``)."""
     name = name or os.environ.get("RESUMEFUZZ_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
     if name not in PROFILES:
         raise UsageError(f"unknown profile {name!r}; expected one of: {', '.join(PROFILES)}")
     fields = dict(_COMMON)
     if name == "dev":
-        fields.update(max_examples=100, derandomize=False, database=database("local"))
+        fields.update(max_examples=100, derandomize=False, database=database("local", key))
     elif name == "ci":
         fields.update(max_examples=50, derandomize=True, database=None)
     else:
-        fields.update(max_examples=100_000, derandomize=False, database=database("local"))
+        fields.update(max_examples=100_000, derandomize=False, database=database("local", key))
     fields.update(overrides)
     # parent=settings.get_profile("default") keeps whatever profile Hypothesis loaded out of it.
     return settings(settings.get_profile("default"), **fields)

@@ -36,8 +36,13 @@ from .workflow import Workflow
 ROOT = "t0"
 
 
-def candidate_ops(model: Model, world: World, *, max_threads: int = 3) -> Iterator[Op]:
-    """Every operation enabled in ``world``, with every crash point and BadOutput, in fixed order."""
+def candidate_ops(model: Model, world: World, *, max_threads: int = 3,
+                  admit=None) -> Iterator[Op]:
+    """Every operation enabled in ``world``, with every crash point and BadOutput, in fixed order.
+
+    ``admit(op) -> bool``, when given, keeps only the operations a target can express (a
+    variant's capabilities): the minimum for that variant.
+    """
     wf = model.workflow
     crashes = [None] + [
         CrashAt(t, phase, kind) for t in range(1, wf.n + 1) for phase in PHASES for kind in CRASH_KINDS
@@ -68,7 +73,7 @@ def candidate_ops(model: Model, world: World, *, max_threads: int = 3) -> Iterat
         ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
         ops.append(TwinRecover(name))
     for op in ops:
-        if model.enabled(world, op):
+        if model.enabled(world, op) and (admit is None or admit(op)):
             yield op
 
 
@@ -104,8 +109,12 @@ class Exposure:
         return len(self.trace)
 
 
-def shortest_exposure(workflow: Workflow, mutant: str | None, depth: int) -> Exposure | None:
-    """BFS over (reference world, target world) pairs; ``None`` if nothing diverges by ``depth``."""
+def shortest_exposure(workflow: Workflow, mutant: str | None, depth: int,
+                      admit=None) -> Exposure | None:
+    """BFS over (reference world, target world) pairs; ``None`` if nothing diverges by ``depth``.
+
+    ``admit``: as for ``candidate_ops``, the operations the search may use.
+    """
     reference = Model(workflow)
     target = Model(workflow, mutant)
     start = (World(), World())
@@ -115,7 +124,7 @@ def shortest_exposure(workflow: Workflow, mutant: str | None, depth: int) -> Exp
         nxt = []
         for pair in frontier:
             ref_world, target_world = pair
-            for op in candidate_ops(reference, ref_world):
+            for op in candidate_ops(reference, ref_world, admit=admit):
                 try:
                     observed, target_after = target.step(target_world, op)[0]
                 except InvalidOperation:
