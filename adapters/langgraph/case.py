@@ -24,7 +24,10 @@ from adapters.protocol import (
     Variant,
     Workflow,
     forge,
+    record_call,
 )
+
+from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
 from .driver import Driver
@@ -58,6 +61,8 @@ class LangGraphCase(Case):
         self.store = open_store(self.spec["saver"], self.workdir)
         self.table = SideTable(self.workdir)
         self.driver = Driver(self.spec, self.store, self.table)
+        self.driver.record = lambda source, kind="call": record_call(self.workdir, source, kind)
+        self.driver.label = thread_label
         self.log: list[str] = []  # what each operation did, in framework terms
 
     # -- protocol ----------------------------------------------------------------------------

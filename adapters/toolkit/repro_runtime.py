@@ -1,0 +1,91 @@
+"""The runtime a reproduction script carries: standard library only, copied into each script.
+
+``adapters.toolkit.script.Script`` pastes the names a script needs from this file (functions with
+``inspect.getsource``, constants by their assignment), so every script stays standalone (``python
+repro.py`` needs the framework and nothing of resumefuzz) and every line of it is real, tested
+code here.  Names are chosen for a framework maintainer reading the script: a task's *effect* (a
+row in a SQLite file, so it survives a SIGKILL), a *crash point* inside a task (an exception, or
+the process killing itself), a call run *in a child process*.
+"""
+
+import os
+import signal
+import sqlite3
+import sys
+import tempfile
+
+WORKDIR = tempfile.mkdtemp(prefix="repro-")
+EFFECTS = os.path.join(WORKDIR, "effects.sqlite")
+CRASH = None  # where the current call dies: (task, moment, "exception" | "sigkill")
+
+
+def effect(task, value):
+    """The task's one external effect (an email sent, say): a row in a SQLite file."""
+    with sqlite3.connect(EFFECTS) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS effects (task, value)")
+        db.execute("INSERT INTO effects VALUES (?, ?)", (task, value))
+
+
+def effects():
+    """Every effect fired so far, in order, as ``(task, value)``."""
+    with sqlite3.connect(EFFECTS) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS effects (task, value)")
+        return db.execute("SELECT task, value FROM effects ORDER BY rowid").fetchall()
+
+
+def observe(call):
+    """Run ``call()``, which returns the run's outcome; return it and the effects fired."""
+    before = len(effects())
+    try:
+        status = call()
+    except Exception as exc:  # the framework refused, or a task failed at the crash point
+        status = "crashed" if type(exc).__name__ == "Crash" else "rejected"
+        print(f"raised {type(exc).__name__}: {exc}")
+    return status, effects()[before:]
+
+
+def verdict(what, observed, allowed):
+    """Exit 1 (the defect shows) when ``observed`` is none of the ``allowed`` values, else 0."""
+    shows = observed not in allowed
+    print("DEFECT SHOWS" if shows else "no defect", f"- {what}: {observed!r}; allowed: {allowed!r}")
+    sys.exit(1 if shows else 0)
+
+
+class Crash(Exception):
+    """What a task raises at the chosen crash point: a stand-in for a bug in the task."""
+
+
+def crash_point(task, moment):
+    """Fail here if ``(task, moment)`` is where the current call dies: raise, or SIGKILL."""
+    if CRASH is not None and tuple(CRASH[:2]) == (task, moment):
+        if CRASH[2] == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise Crash(f"task {task} fails {moment}")
+
+
+def observe_crashing(call, crash):
+    """``observe(call)``, the run dying at ``crash``; the moment "after the run returned" dies
+    once ``call()`` has returned, if task ``crash[0]`` ran in it (its result is stored)."""
+    global CRASH
+    CRASH = crash
+
+    def run():
+        before = len(effects())
+        status = call()
+        if crash[1] == "after the run returned" and crash[0] in [t for t, _ in effects()[before:]]:
+            crash_point(*crash[:2])
+        return status
+    try:
+        return observe(run)
+    finally:
+        CRASH = None
+
+
+def in_child(call, crash):
+    """Run ``call()`` in a forked child process that SIGKILLs itself at ``crash``."""
+    pid = os.fork()
+    if pid == 0:
+        observe_crashing(call, crash)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("the child process", "was killed" if os.WIFSIGNALED(status) else "exited")
