@@ -19,13 +19,13 @@ import inspect
 import operator
 import os
 import sqlite3
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
-from typing_extensions import TypedDict
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
@@ -33,7 +33,7 @@ from adapters.toolkit.script import Script, Step, check_for, op_words, thread_la
 
 N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks that interrupt
 PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query"}
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
 
 
 # -- what the script contains --------------------------------------------------------------------
@@ -96,7 +96,6 @@ def build_entrypoint(checkpointer, body):
 
 
 def sqlite_saver():
-    from langgraph.checkpoint.sqlite import SqliteSaver
     path = os.path.join(WORKDIR, "checkpoints.sqlite")
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
@@ -143,7 +142,6 @@ def _header(variant, evidence, check, versions) -> str:
         f"Step {evidence.step + 1} ({op_words(op)}):",
         f"  expected: {check.expected}",
         f"  observed: {check.observed}",
-        "",
         f"pip install {pins}; python this_file.py  (exit 1: the defect shows; 0: it does not)",
     ])
 
@@ -153,32 +151,43 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if (options.get("saver") not in ("memory", "sqlite") or options.get("state", "typed") != "typed"
             or any(op.name not in SUPPORTED_OPS for op in evidence.ops[: evidence.step + 1])):
         return None
-    check = check_for(evidence, state_readable=True)
+    ops = evidence.ops[: evidence.step + 1]
+    if any(op.name == "race" and op.forced for op in ops):
+        return None  # racers held until all have read: needs a saver that blocks (harness)
+    check = check_for(evidence, state_readable=True,
+                      outcome_readable=ops[-1].name != "race")
     if check is None:
         return None
+    body = (task_body_crashing if any(getattr(op, "crash", None) for op in ops) else
+            task_body_bad_output if any(getattr(op, "bad_output", None) for op in ops)
+            else task_body)
     steps = []
-    for i, op in enumerate(evidence.ops[: evidence.step + 1]):
+    for i, op in enumerate(ops):
         calls = [src for kind, src in evidence.calls[i] if kind == "call"]
         reads = [src for kind, src in evidence.calls[i] if kind == "read"]
         if any("<unknown>" in c for c in calls + reads):
             return None  # a checkpoint the script cannot name
         crash = getattr(op, "crash", None)
         observed = evidence.observed[i] if i < len(evidence.observed) else None
+        racers = ()
+        if op.name == "race":
+            if len(calls) != len(op.values):
+                return None  # a racer that made no call, or more than one
+            racers, calls = tuple((c,) for c in calls), []
         steps.append(Step(
             comment=op_words(op, observed),
+            racers=racers,
             calls=tuple(calls) if op.name != "query" else (),
             crash=(crash.task, crash.phase, crash.kind) if crash else None,
             bad_output=getattr(op, "bad_output", None),
             guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
             observed=i == evidence.step,
-            child_setup=_child_setup(options),
+            child_setup=_child_setup(options, body.__name__),
         ))
         if i == evidence.step and check.aspect == "state":
             read = reads[-1] if reads else "None"
             check = _with_state(check, f"read_state({read})")
     build = build_graph if options["api"] == "graph" else build_entrypoint
-    body = (task_body_crashing if any(s.crash for s in steps) else
-            task_body_bad_output if any(s.bad_output for s in steps) else task_body)
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if body is not task_body else []),
@@ -211,23 +220,23 @@ def _saver(options) -> str:
     return "sqlite_saver()" if options["saver"] == "sqlite" else "InMemorySaver()"
 
 
-def _child_setup(options) -> tuple:
+def _child_setup(options, body: str) -> tuple:
     if options["saver"] == "memory":
         return ()  # the child works on its copy of the parent's memory: lost when it dies
     build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
-    return ("global graph",
-            f"graph = {build}(sqlite_saver(), task_body_crashing)  # the child's own connection")
+    return ("global graph", f"graph = {build}(sqlite_saver(), {body})  # the child's own connection")
 
 
 def _imports(options, command: bool) -> tuple:
-    out = ["import operator", "from typing import Annotated"] if options["api"] == "graph" else []
+    out = ["import operator", "from typing import Annotated, TypedDict"] if options["api"] == "graph" else []
     if options["api"] == "graph":
-        out += ["from langgraph.graph import START, StateGraph",
-                "from typing_extensions import TypedDict"]
+        out += ["from langgraph.graph import START, StateGraph"]
     else:
         out += ["from langgraph.func import entrypoint, task"]
     if options["saver"] == "memory":
         out.append("from langgraph.checkpoint.memory import InMemorySaver")
+    else:
+        out.append("from langgraph.checkpoint.sqlite import SqliteSaver")
     out += [f"from langgraph.types import {'Command, ' if command else ''}interrupt"]
     return tuple(out)
 

@@ -89,3 +89,19 @@ def in_child(call, crash):
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     print("the child process", "was killed" if os.WIFSIGNALED(status) else "exited")
+
+
+def race(*calls):
+    """Run each call in its own forked child process, all released at once; wait for all."""
+    go_read, go_write = os.pipe()
+    children = []
+    for call in calls:
+        pid = os.fork()
+        if pid == 0:
+            os.read(go_read, 1)  # wait until every racer exists
+            observe(call)
+            os._exit(0)
+        children.append(pid)
+    os.write(go_write, b"go" * len(calls))
+    for pid in children:
+        os.waitpid(pid, 0)

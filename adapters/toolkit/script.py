@@ -45,6 +45,7 @@ class Step:
     observed: bool = False  # the step the check looks at
     child_setup: tuple = ()  # statements a child process runs first (its own connection)
     bad_output: int | None = None  # this task writes a value outside the state schema
+    racers: tuple = ()  # a race: each racer's statements, run at once in child processes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,23 +72,27 @@ class Script:
 
     def source(self) -> str:
         crashes = [s.crash for s in self.steps if s.crash]
-        killed = any(c[2] == "sigkill" for c in crashes)
+        raced = any(s.racers for s in self.steps)
+        killed = raced or any(c[2] == "sigkill" for c in crashes)
         names, imports = [], {"sys", *self.stdlib}
         if killed or "WORKDIR" in self.workflow_src:
             names.append("WORKDIR")
             imports |= {"os", "tempfile"}
-        if killed:  # the effect log must survive the process: SQLite
+        if killed:  # the effect log must survive the process (or be shared by several): SQLite
             names += ["EFFECTS", "effect", "effects"]
             imports.add("sqlite3")
         else:
             names += ["local:EFFECTS", "local:effect", "local:effects"]
-        names += ["observe"] if any(map(self._observes, self.steps)) else []
+        names += ["observe"] if raced or any(map(self._observes, self.steps)) else []
         names += ["verdict"]
         if crashes:
             names += ["CRASH", "Crash", "crash_point", "observe_crashing"]
             imports |= {"os", "signal"}
-        if killed:
+        if any(c[2] == "sigkill" for c in crashes):
             names.append("in_child")
+        if raced:
+            names.append("race")
+            imports.add("os")
         body = [f'"""{self.header.strip()}\n"""', "import " + ", ".join(sorted(imports)),
                 *self.imports, "", "# The effect log and the check (standard library)."]
         body += [snippet(name) for name in names]
@@ -105,6 +110,17 @@ class Script:
 
     def _run_step(self, i: int, step: Step) -> list:
         lines = [f"# {i}. {step.comment}"]
+        if step.racers:
+            names = []
+            for r, calls in enumerate(step.racers, 1):
+                names.append(f"racer_{r}")
+                lines += [f"def racer_{r}():", *(f"    {c}" for c in step.child_setup),
+                          *(f"    {c}" for c in calls)]
+            run = f"race({', '.join(names)})"
+            if not step.observed:
+                return lines + [run]
+            return lines + ["before = len(effects())", run,
+                            "status, fired = 'completed', effects()[before:]"]
         spot = crash_spot(step.crash, self.tasks)
         crash = repr(spot) if spot else ""
         if not self._observes(step):
@@ -233,15 +249,15 @@ def effect_rows(observation) -> list:
     return sorted(((t, v) for _, t, v in observation.effects), key=repr)
 
 
-def check_for(evidence, *, state_readable: bool) -> Check | None:
+def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) -> Check | None:
     """The one aspect of the diverging step that tells the observation apart from every allowed
-    one, simplest first: the outcome, the effects fired, the stored state (when the script can
-    read it).  ``None`` when none can (a stuck run: the script would hang)."""
+    one, simplest first: the outcome (unless the script cannot tell it, as in a race), the
+    effects fired, the stored state (when the script can read it).  ``None`` when none can (a stuck run: the script would hang)."""
     observed, allowed = evidence.observed[evidence.step], evidence.allowed
     if observed.outcome == "stuck" or not allowed:
         return None
     say = lambda values, words: " or ".join(dict.fromkeys(words(v) for v in values))  # noqa: E731
-    if observed.outcome not in {a.outcome for a in allowed}:
+    if outcome_readable and observed.outcome not in {a.outcome for a in allowed}:
         values = tuple(dict.fromkeys(a.outcome for a in allowed))
         return Check(aspect="outcome", allowed=values,
                      expected="the call " + say(values, OUTCOME_WORDS.get),
@@ -273,6 +289,8 @@ def op_words(op, observed=None) -> str:
         "fork": f"Fork {thread} at the interrupt of task {getattr(op, 'gate', '')}, answering "
                 f"{getattr(op, 'value', '')!r}, as {thread_label(getattr(op, 'new_thread', ''))}",
         "query": f"Read the state of {thread}",
+        "race": f"{len(getattr(op, 'values', ()))} processes resume {thread} at once, with "
+                + " and ".join(map(repr, getattr(op, "values", ()))),
     }.get(op.name, f"{op.name} {thread}")
     if getattr(op, "bad_output", None) is not None:
         text += f"; task {op.bad_output} writes a value outside the state schema"
@@ -281,7 +299,8 @@ def op_words(op, observed=None) -> str:
         how = "kills its process (SIGKILL)" if crash.kind == "sigkill" else "raises"
         text += f"; task {crash.task} {how} {MOMENTS[crash.phase]}"
     if observed is not None:
-        text += f": {OUTCOME_WORDS.get(observed.outcome, observed.outcome)}"
+        outcomes = observed.outcome.split("|")  # a race: one outcome per racer
+        text += ": " + (" / ".join(OUTCOME_WORDS.get(o, o) for o in outcomes))
         rows = effect_rows(observed)
         if rows:
             text += f", {ran(rows)}"
