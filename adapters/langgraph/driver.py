@@ -139,10 +139,14 @@ class Driver:
         if spelling == "cpid" and shown is not None:
             config = self._config(h, lg, shown)
         if spelling in ("map", "mapstrict"):
-            if shown is not None:
-                ids = self.interrupt_ids_at(h, shown, gate)
-            else:
-                ids = self.pending_interrupt_ids(h) or self.last_interrupt_ids(h)
+            try:
+                if shown is not None:
+                    ids = self.interrupt_ids_at(h, shown, gate)
+                else:
+                    ids = self.pending_interrupt_ids(h) or self.last_interrupt_ids(h)
+            except Exception:  # the saver could not read the interrupt: so would a script
+                self.record(f"graph.get_state({self.config_src(config)})")
+                raise
             command = _command(resume={i: value for i in ids})
             at = self._config(h, lg, shown) if shown is not None else self._target(h, addressed=True)[1]
             self.source = (f"Command(resume={{i.id: {value!r} for i in "
@@ -175,7 +179,11 @@ class Driver:
         """Resume the checkpoint where ``gate`` was pending in ``h`` as the branch ``new_h``."""
         self._begin(hooks)
         lg = self._info(h)["lg"]
-        source = self.gate_checkpoint(h, gate)
+        try:
+            source = self.gate_checkpoint(h, gate)
+        except Exception:  # the saver could not read the history: what a script's lookup does
+            self.record(f"list(graph.get_state_history({self.config_src(self._config(h, lg))}))")
+            raise
         if source is None:
             raise LookupError(f"no checkpoint of {h!r} has gate {gate} pending")
         self.table.set(_key(new_h), {"lg": lg, "hint": source})

@@ -29,11 +29,19 @@ from langgraph.types import interrupt
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import Script, Step, check_for, op_words, thread_label, without_docstring
+from adapters.toolkit.script import (
+    Script,
+    Step,
+    check_for,
+    header,
+    op_words,
+    thread_label,
+    without_docstring,
+)
 
 N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks that interrupt
 PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
 
 
 # -- what the script contains --------------------------------------------------------------------
@@ -100,6 +108,33 @@ def sqlite_saver():
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
 
+def corrupt(config):
+    """Overwrite a stored checkpoint and its pending writes, in the SQLite file, with bytes
+    that msgpack never decodes (0xc1 is a code it reserves)."""
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    db.execute("UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+               (b"\xc1" * 16, *where))
+    db.execute("UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_id = ? "
+               "AND type = 'msgpack'", (b"\xc1" * 16, *where))
+    db.close()
+
+
+def forge(config, done, answers):
+    """Write, in the SQLite file, state the run never produced into a stored checkpoint: its
+    channels now hold ``done`` and ``answers`` (encoded with the saver's own serializer)."""
+    where, serde = (config["configurable"]["thread_id"],
+                    config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
+    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    row = db.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? "
+                     "AND checkpoint_id = ?", where).fetchone()
+    stored = serde.loads_typed(tuple(row))
+    stored["channel_values"].update(done=done, answers=answers)
+    db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
+               "AND checkpoint_id = ?", (*serde.dumps_typed(stored), *where))
+    db.close()
+
+
 def checkpoint(thread_id, k):
     """The config of the k-th checkpoint LangGraph saved in this thread (0: the first)."""
     history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
@@ -133,19 +168,6 @@ def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def _header(variant, evidence, check, versions) -> str:
-    op = evidence.ops[evidence.step]
-    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
-    return "\n".join([
-        f"{evidence.category} in LangGraph ({variant.description}).",
-        "",
-        f"Step {evidence.step + 1} ({op_words(op)}):",
-        f"  expected: {check.expected}",
-        f"  observed: {check.observed}",
-        f"pip install {pins}; python this_file.py  (exit 1: the defect shows; 0: it does not)",
-    ])
-
-
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     if (options.get("saver") not in ("memory", "sqlite") or options.get("state", "typed") != "typed"
@@ -165,8 +187,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
     for i, op in enumerate(ops):
         calls = [src for kind, src in evidence.calls[i] if kind == "call"]
         reads = [src for kind, src in evidence.calls[i] if kind == "read"]
-        if any("<unknown>" in c for c in calls + reads):
+        if any("<unknown" in c for c in calls + reads):
             return None  # a checkpoint the script cannot name
+        if op.name not in ("query", "race") and not calls:
+            return None  # the adapter failed before any framework call: nothing to repeat
         crash = getattr(op, "crash", None)
         observed = evidence.observed[i] if i < len(evidence.observed) else None
         racers = ()
@@ -177,7 +201,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps.append(Step(
             comment=op_words(op, observed),
             racers=racers,
-            calls=tuple(calls) if op.name != "query" else (),
+            calls=tuple(calls) if op.name != "query" else (),  # a read: the check does it
             crash=(crash.task, crash.phase, crash.kind) if crash else None,
             bad_output=getattr(op, "bad_output", None),
             guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
@@ -194,13 +218,15 @@ def reproduction(variant, workflow, evidence) -> str | None:
             f"graph = {build.__name__}({_saver(options)}, {body.__name__})"]
     parts = [State] if options["api"] == "graph" else []
     calls = " ".join(c for step in steps for c in step.calls) + " " + check.state_src
-    readers = [f for f in (checkpoint, outcome, read_state) if f.__name__ + "(" in calls
+    readers = [f for f in (corrupt, forge, checkpoint, outcome, read_state)
+               if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
     savers = [sqlite_saver] if options["saver"] == "sqlite" else []
     workflow_src = "\n".join([_source(*parts, body, build, *savers, *readers), *glue])
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     return Script(
-        header=_header(variant, evidence, check, versions),
+        header=header("LangGraph", variant.description, evidence,
+                      " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)),
         imports=_imports(options, "Command(" in calls),
         workflow_src=workflow_src,
         steps=tuple(steps),

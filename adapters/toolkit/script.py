@@ -69,12 +69,13 @@ class Script:
     check: Check
     tasks: int  # how many tasks the workflow has (where "after the last task" is)
     stdlib: tuple = ()  # standard-library modules the workflow definition imports
+    asynchronous: bool = False  # the calls are awaited: each step is an ``async def``
 
     def source(self) -> str:
         crashes = [s.crash for s in self.steps if s.crash]
         raced = any(s.racers for s in self.steps)
         killed = raced or any(c[2] == "sigkill" for c in crashes)
-        names, imports = [], {"sys", *self.stdlib}
+        names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else [])}
         if killed or "WORKDIR" in self.workflow_src:
             names.append("WORKDIR")
             imports |= {"os", "tempfile"}
@@ -85,18 +86,20 @@ class Script:
             names += ["local:EFFECTS", "local:effect", "local:effects"]
         names += ["observe"] if raced or any(map(self._observes, self.steps)) else []
         names += ["verdict"]
-        if crashes:
-            names += ["CRASH", "Crash", "crash_point", "observe_crashing"]
+        if crashes or "crash_point(" in self.workflow_src:
+            names += ["CRASH", "Crash", "crash_point"]
             imports |= {"os", "signal"}
+        if crashes:
+            names.append("observe_crashing")
         if any(c[2] == "sigkill" for c in crashes):
             names.append("in_child")
         if raced:
             names.append("race")
             imports.add("os")
         body = [f'"""{self.header.strip()}\n"""', "import " + ", ".join(sorted(imports)),
-                *self.imports, "", "# The effect log and the check (standard library)."]
+                *self.imports]
         body += [snippet(name) for name in names]
-        body += ["", self.workflow_src.strip(), ""]
+        body += [self.workflow_src.strip()]
         for i, step in enumerate(self.steps, 1):
             body += self._step(i, step)
         body += ["", f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
@@ -124,9 +127,13 @@ class Script:
         spot = crash_spot(step.crash, self.tasks)
         crash = repr(spot) if spot else ""
         if not self._observes(step):
+            calls = list(step.calls)
+            if self.asynchronous:
+                lines += [f"async def step_{i}():", *(f"    {c}" for c in calls)]
+                calls = [f"asyncio.run(step_{i}())"]
             if step.observed:  # the effects it fires are all the check needs
-                return lines + ["before = len(effects())", *step.calls, "fired = effects()[before:]"]
-            return lines + list(step.calls)
+                return lines + ["before = len(effects())", *calls, "fired = effects()[before:]"]
+            return lines + calls
         calls = list(step.calls) or ["pass"]
         sigkill = step.crash is not None and step.crash[2] == "sigkill"
         if step.observed and not sigkill:
@@ -138,9 +145,11 @@ class Script:
                 return lines + [f"in_child(step_{i}, {crash})"]
             return lines + ["before = len(effects())", f"in_child(step_{i}, {crash})",
                             "status, fired = 'crashed', effects()[before:]"]
-        lines += [f"def step_{i}():", *(f"    {c}" for c in calls)]
+        lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
+                  *(f"    {c}" for c in calls)]
         target = "status, fired = " if step.observed else ""
-        run = f"observe_crashing(step_{i}, {crash})" if crash else f"observe(step_{i})"
+        call = f"lambda: asyncio.run(step_{i}())" if self.asynchronous else f"step_{i}"
+        run = f"observe_crashing({call}, {crash})" if crash else f"observe({call})"
         lines.append(target + run)
         return lines
 
@@ -161,12 +170,21 @@ class Script:
 
 def _returning(calls: list) -> list:
     """The step's statements, its last expression returned through the workflow's
-    ``outcome(result)`` ("interrupted" or "completed")."""
-    last = ast.parse(calls[-1]).body[0]
-    if isinstance(last, ast.Expr):
-        call = ast.Call(ast.Name("outcome", ast.Load()), [last.value], [])
-        return calls[:-1] + [ast.unparse(ast.Return(call))]
-    return calls + ["return 'completed'"]
+    ``outcome(result)`` ("interrupted" or "completed"), at the last line's indentation."""
+    text = calls[-1].lstrip()
+    indent = calls[-1][: len(calls[-1]) - len(text)]
+    try:
+        last = ast.parse(text).body[0]
+    except SyntaxError:  # the header of a block ("async with ...:"): the block is empty
+        return calls + [indent + "    pass", "return 'completed'"]
+    if not isinstance(last, ast.Expr):
+        return calls + ["return 'completed'"]
+    value = last.value
+    is_outcome = (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                  and value.func.id == "outcome")
+    if not is_outcome:
+        value = ast.Call(ast.Name("outcome", ast.Load()), [value], [])
+    return calls[:-1] + [indent + ast.unparse(ast.Return(value))]
 
 
 def snippet(name: str) -> str:
@@ -187,14 +205,17 @@ def snippet(name: str) -> str:
 
 
 def without_docstring(source: str) -> str:
-    """``source`` of one function or class without its docstring (``pass`` if nothing is left)."""
+    """``source`` of one function or class without its docstring and blank lines (``pass`` if
+    nothing is left)."""
+    source = "\n".join(line for line in source.splitlines() if line.strip())  # no blank lines
     node = ast.parse(source).body[0]
     doc = node.body[0] if node.body else None
     if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
             and isinstance(doc.value.value, str)):
         return source.rstrip()
     lines = source.splitlines()
-    rest = lines[: doc.lineno - 1] + lines[doc.end_lineno:]
+    after = doc.end_lineno + (doc.end_lineno < len(lines) and not lines[doc.end_lineno].strip())
+    rest = lines[: doc.lineno - 1] + lines[after:]
     if len(node.body) == 1:
         rest.insert(doc.lineno - 1, lines[doc.lineno - 1][: doc.col_offset] + "pass")
     return "\n".join(rest).rstrip()
@@ -228,6 +249,11 @@ def ran(effects) -> str:
 OUTCOME_WORDS = {"interrupted": "stops at an interrupt", "completed": "runs to the end",
                  "rejected": "raises an error", "crashed": "dies at the crash point",
                  "ok": "succeeds", "stuck": "never returns"}
+
+
+TAMPER_WORDS = {"corrupt": "bytes that do not decode",
+                "invalid": "content outside the state schema",
+                "forged": "well-formed content the run never produced"}
 
 
 def state_value(view) -> dict | None:
@@ -279,6 +305,17 @@ def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) 
     return None
 
 
+def header(framework: str, description: str, evidence, pins: str) -> str:
+    """The script's docstring: what it shows (the check's comment at the end says expected
+    versus observed), and how to run it."""
+    op = evidence.ops[evidence.step]
+    return "\n".join([
+        f"{evidence.category} in {framework} ({description}).",
+        f"Checks step {evidence.step + 1} ({op_words(op)}): exit 1 when the defect shows, 0 when "
+        f"not.  Needs: pip install {pins}",
+    ])
+
+
 def op_words(op, observed=None) -> str:
     """What an operation does, in a user's words (``fork of run-1 at task 1's interrupt ...``)."""
     thread = thread_label(op.thread)
@@ -289,6 +326,8 @@ def op_words(op, observed=None) -> str:
         "fork": f"Fork {thread} at the interrupt of task {getattr(op, 'gate', '')}, answering "
                 f"{getattr(op, 'value', '')!r}, as {thread_label(getattr(op, 'new_thread', ''))}",
         "query": f"Read the state of {thread}",
+        "tamper": f"Alter the newest checkpoint of {thread} in the store, not through the API: "
+                  + TAMPER_WORDS.get(getattr(op, "how", ""), ""),
         "race": f"{len(getattr(op, 'values', ()))} processes resume {thread} at once, with "
                 + " and ".join(map(repr, getattr(op, "values", ()))),
     }.get(op.name, f"{op.name} {thread}")

@@ -67,3 +67,13 @@ def test_variants_without_a_checked_script_fall_back_to_the_older_one(adapter, v
     trace = load_trace(FORK_IGNORED).with_(variant=name)
     repro = reprocheck.script_for(adapter, variant(name), trace, calls=((), ()))
     assert not repro.checked and repro.script
+
+
+def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
+    trace = load_trace(CORPUS / "sqlite-graph-sync-head-update" / "LostUpdate-398e77c0278c.json")
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.lines <= 120, repro.script
+    assert "race(racer_1, racer_2)" in repro.script
+    check_standalone(repro.script)
+    # Unforced, the race is timing-dependent: the run is counted, whatever it showed.
+    assert repro.reproduces is not None and repro.reproduces[1] == 1
