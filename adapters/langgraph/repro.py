@@ -231,7 +231,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
-        tasks=workflow.n,
         stdlib=("os", "sqlite3") if options["saver"] == "sqlite" else (),
     ).source()
 

@@ -16,7 +16,7 @@ the older unchecked script (``repro_legacy.py``).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic_graph import BaseNode, End, GraphRunContext
@@ -24,7 +24,15 @@ from pydantic_graph.persistence.file import FileStatePersistence
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import Script, Step, check_for, header, op_words, without_docstring
+from adapters.toolkit.script import (
+    Script,
+    Step,
+    check_for,
+    header,
+    op_words,
+    thread_label,
+    without_docstring,
+)
 
 N, GATES, BAD_OUTPUT, PERSISTENCE = 2, {1}, None, None  # the script's glue sets these
 graph = None
@@ -90,6 +98,16 @@ def memory_persistence(thread):
     return MEMORY[thread]
 
 
+def read_state(snapshots):
+    """Tasks done, answers and the gate the latest snapshot waits at (none: nothing stored)."""
+    if not snapshots or snapshots[-1] is None:
+        return {"done": [], "answers": {}, "pending": None}
+    last = snapshots[-1]
+    task = getattr(getattr(last, "node", None), "t", None)
+    return {"done": list(last.state.done), "pending": task if task in GATES else None,
+            "answers": {str(t): v for t, v in last.state.answers.items()}}
+
+
 def outcome(next_node):
     return "completed" if isinstance(next_node, End) else "interrupted"
 
@@ -99,6 +117,16 @@ def outcome(next_node):
 
 def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
+
+
+def _state_src(backend: str, op) -> str:
+    """How the script reads the state of the thread ``op`` wrote, after it."""
+    thread = thread_label(op.new_thread if op.name == "fork" else op.thread)
+    if backend == "file":
+        return f"read_state(asyncio.run(file_persistence({thread!r}).load_all()))"
+    if backend == "full":
+        return f"read_state(memory_persistence({thread!r}).history)"
+    return f"read_state([memory_persistence({thread!r}).last_snapshot])"
 
 
 def _without_outcome(calls: list) -> list:
@@ -119,9 +147,11 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if options.get("shape") != "single" or any(op.name not in SUPPORTED_OPS for op in ops) or any(
             getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
         return None
-    check = check_for(evidence, state_readable=False)
+    check = check_for(evidence, state_readable=True)
     if check is None:
         return None
+    if check.aspect == "state":
+        check = replace(check, state_src=_state_src(options["backend"], ops[-1]))
     steps = []
     for i, op in enumerate(ops):
         calls = [src for kind, src in evidence.calls[i] if kind == "call"]
@@ -164,10 +194,11 @@ def reproduction(variant, workflow, evidence) -> str | None:
         header=text,
         imports=tuple(imports),
         workflow_src="\n".join([_source(State, body, Task, saver,
-                                         *([outcome] if check.aspect == "outcome" else [])), *glue]),
+                                         *([outcome] if check.aspect == "outcome" else []),
+                                         *([read_state] if check.aspect == "state" else [])),
+                                 *glue]),
         steps=tuple(steps),
         check=check,
-        tasks=workflow.n,
         stdlib=("os", "tempfile") if backend == "file" else (),
         asynchronous=True,
     ).source()

@@ -57,23 +57,27 @@ class Crash(Exception):
 
 
 def crash_point(task, moment):
-    """Fail here if ``(task, moment)`` is where the current call dies: raise, or SIGKILL."""
-    if CRASH is not None and tuple(CRASH[:2]) == (task, moment):
+    """Fail here if the current call dies at ``(task, moment)``: raise ``Crash``, or SIGKILL.
+    A task that dies "after it completed" dies when the next task starts."""
+    if CRASH is None:
+        return
+    after = CRASH[1] == "after it completed" and moment == "before its effect"
+    if tuple(CRASH[:2]) == (task, moment) or (after and task == CRASH[0] + 1):
         if CRASH[2] == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
-        raise Crash(f"task {task} fails {moment}")
+        raise Crash(f"task {CRASH[0]} fails {CRASH[1]}")
 
 
 def observe_crashing(call, crash):
-    """``observe(call)``, the run dying at ``crash``; the moment "after the run returned" dies
-    once ``call()`` has returned, if task ``crash[0]`` ran in it (its result is stored)."""
+    """``observe(call)``, the run dying at ``crash``: ``(task, moment, how)``.  A task that dies
+    "after it completed" and was the last to run dies once ``call()`` has returned."""
     global CRASH
     CRASH = crash
 
     def run():
         before = len(effects())
         status = call()
-        if crash[1] == "after the run returned" and crash[0] in [t for t, _ in effects()[before:]]:
+        if crash[1] == "after it completed" and crash[0] in [t for t, _ in effects()[before:]]:
             crash_point(*crash[:2])
         return status
     try:

@@ -21,16 +21,13 @@ MOMENTS = {"before_effect": "before its effect", "in_flight": "after its effect"
            "after_commit": "after it completed"}
 
 
-def crash_spot(crash, tasks: int) -> tuple | None:
-    """``(task, phase, kind)`` -> where the script's ``crash_point`` fires: a task that crashes
-    after it completed dies when the next task starts (before its effect), or, for the last
-    task, once the run has returned."""
+def crash_spot(crash) -> tuple | None:
+    """``(task, phase, kind)`` -> what the script's ``crash_point`` takes: ``(task, moment,
+    kind)``; a task that dies "after it completed" dies when the next task starts or, if it is
+    the last to run, once the call has returned (the engine's after_commit)."""
     if crash is None:
         return None
     task, phase, kind = crash
-    if phase == "after_commit":
-        return (task + 1, "before its effect", kind) if task < tasks else (
-            task, "after the run returned", kind)
     return (task, MOMENTS[phase], kind)
 
 
@@ -67,7 +64,6 @@ class Script:
     workflow_src: str  # the workflow definition and the small readers the calls use
     steps: tuple
     check: Check
-    tasks: int  # how many tasks the workflow has (where "after the last task" is)
     stdlib: tuple = ()  # standard-library modules the workflow definition imports
     asynchronous: bool = False  # the calls are awaited: each step is an ``async def``
 
@@ -113,6 +109,8 @@ class Script:
 
     def _run_step(self, i: int, step: Step) -> list:
         lines = [f"# {i}. {step.comment}"]
+        if not (step.calls or step.racers or step.observed):
+            return lines  # a read (or nothing the framework is asked): the comment says it
         if step.racers:
             names = []
             for r, calls in enumerate(step.racers, 1):
@@ -124,7 +122,7 @@ class Script:
                 return lines + [run]
             return lines + ["before = len(effects())", run,
                             "status, fired = 'completed', effects()[before:]"]
-        spot = crash_spot(step.crash, self.tasks)
+        spot = crash_spot(step.crash)
         crash = repr(spot) if spot else ""
         if not self._observes(step):
             calls = list(step.calls)
@@ -136,7 +134,7 @@ class Script:
             return lines + calls
         calls = list(step.calls) or ["pass"]
         sigkill = step.crash is not None and step.crash[2] == "sigkill"
-        if step.observed and not sigkill:
+        if step.observed and not sigkill and self.check.aspect == "outcome":
             calls = _returning(calls)
         if sigkill:
             lines += [f"def step_{i}():", *(f"    {c}" for c in step.child_setup)]

@@ -56,7 +56,6 @@ def compose(forgetful: bool, *, crash=None, aspect="effects") -> str:
                Step(comment="Run again", calls=("run('run-1')",), crash=crash, observed=True)),
         check=Check(aspect=aspect, allowed=allowed, expected="no task runs",
                     observed="task 1 runs again"),
-        tasks=2,
     ).source()
 
 
@@ -117,11 +116,20 @@ def test_snippets_are_the_runtime_functions_without_docstrings():
         snippet("nothing_of_that_name")
 
 
-def test_crash_spots_after_completion_move_to_the_next_task_or_the_return():
-    assert crash_spot((1, "after_commit", "sigkill"), 3) == (2, "before its effect", "sigkill")
-    assert crash_spot((3, "after_commit", "exception"), 3) == (3, "after the run returned",
-                                                               "exception")
-    assert crash_spot((2, "in_flight", "exception"), 3) == (2, "after its effect", "exception")
+def test_crash_spots_name_the_moment_in_words():
+    assert crash_spot((1, "after_commit", "sigkill")) == (1, "after it completed", "sigkill")
+    assert crash_spot((2, "in_flight", "exception")) == (2, "after its effect", "exception")
+    assert crash_spot(None) is None
+
+
+@pytest.mark.parametrize("task", [1, 2])
+def test_a_task_that_dies_after_it_completed_dies_at_the_next_task_or_the_return(tmp_path, task):
+    """Task 1 dies as task 2 starts; task 2, the last, once the run returned: either way the
+    crash happens after the effect, so the run is 'crashed' with the effect fired."""
+    source = compose(True, crash=(task, "after_commit", "exception"), aspect="outcome")
+    proc = run(source, tmp_path)
+    assert "raised Crash: task %d fails after it completed" % task in proc.stdout, proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
 
 
 def test_check_picks_the_simplest_aspect_that_tells_observed_from_allowed():

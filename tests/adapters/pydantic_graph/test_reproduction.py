@@ -12,6 +12,7 @@ from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "pydantic-graph"
 STUCK = CORPUS / "file-single-resume_docs-recover_ifp" / "Stuck-49bd1e2cc4ce.json"
+BAD_OUTPUT = CORPUS / "file-single-resume_docs-recover_ifp" / "InvalidPersist-82f3a3375369.json"
 HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "Deps", "hooks")
 
 
@@ -23,11 +24,23 @@ def check_standalone(script: str) -> None:
         assert f"import {module}" not in script and f"from {module}" not in script
 
 
-def test_repro_of_a_refused_recovery_after_a_crash_exits_1(adapter, variant):
-    trace = load_trace(STUCK)
+def test_repro_of_an_output_outside_the_schema_exits_1(adapter, variant):
+    """A task writes a string where the state has a task number; the run completes where the
+    contract wants a refusal."""
+    trace = load_trace(BAD_OUTPUT)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
+    assert 'state.done.append("<bad>" if t == BAD_OUTPUT else t)' in repro.script
+    check_standalone(repro.script)
+
+
+def test_repro_of_a_crash_runs_the_crash_point_inside_the_node(adapter, variant):
+    trace = load_trace(STUCK)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=0)
+    assert repro.checked and repro.lines <= 120, repro.script
+    assert "observe_crashing(lambda: asyncio.run(step_1()), (1, 'after it completed', " \
+           "'exception'))" in repro.script
     assert "graph.iter_from_persistence(p)" in repro.script
     check_standalone(repro.script)
 
