@@ -53,13 +53,6 @@ class Finding:
     # The reproduction script's last check: {"checked", "lines", "runs", "reproduced"}.
     script: dict | None = None
 
-    @property
-    def reproduces(self) -> tuple | None:
-        """``(k, n)``: the script exited 1 in k of n fresh runs; ``None`` if never run."""
-        if not self.script or "runs" not in self.script:
-            return None
-        return (self.script.get("reproduced", 0), self.script["runs"])
-
     def to_json(self) -> dict:
         doc = {"category": self.category, "property": self.property, "step": self.step,
                "detail": self.detail, "verdict": self.verdict}
