@@ -97,8 +97,9 @@ def _banners(trace: Trace, repro) -> list:
                    "(timing-dependent).")
     elif rate is None:
         out.append("The reproduction script was not run (no `--verify`).")
-    if f.detail.startswith("timing-dependent"):
-        out.append(f"The fuzzer's own replays: {f.detail.split(':', 1)[0]}.")
+    if f.rate and not f.never_reproduced:
+        out.append(f"The fuzzer's own replays: the divergence came back in {f.rate} of them "
+                   "(timing-dependent).")
     if trace.status and trace.status != "FAILED":
         out.append(f"The last recorded replay of this entry: **{trace.status}**.")
     return [f"> {b}" for b in out] + ([""] if out else [])
@@ -136,12 +137,19 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         + (f" ({PROMISES[f.property]})" if f.property in PROMISES else ""),
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
+        *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
+           "the campaign" + (" (it depends on timing: its regression test replays it in trials)"
+                             if f.rate else "")]
+          if f.reproduced is not None and not f.never_reproduced else []),
         f"- **Workflow**: {trace.workflow.n} tasks, gates {sorted(trace.workflow.gates)}, "
         f"values {list(trace.workflow.values)}",
         "- **Versions**: " + ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())),
         f"- **Fingerprint**: `{trace.fingerprint}` (found {trace.created})",
         "- **Reproduction script**: " + _script_summary(repro),
         "",
+        *([f"> **Never came back**: 0 of {f.reproduced['n']} replays right after the campaign "
+           "reproduced it, so it was dropped from the corpus; this report is its only record.",
+           ""] if f.never_reproduced else []),
         "## Minimal trace",
         "",
         "| # | operation | allowed (reference) | observed |",
@@ -162,9 +170,8 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         "",
         "## Replay",
         "",
-        "```",
-        replay_line(trace, corpus_path, target_path),
-        "```",
+        *(["Not in the corpus (it never came back on replay)."] if f.never_reproduced else
+          ["```", replay_line(trace, corpus_path, target_path), "```"]),
         "",
         *_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else ()),
     ]

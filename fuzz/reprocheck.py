@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.protocol import Evidence, read_calls
-from refmodel import Model, World
+from refmodel import InvalidOperation, World
 
 from .errors import EngineError
+from .judge import judge_step, model_for
 from .runner import Session, Settings
 
 SCRIPT_TIMEOUT = 120.0  # seconds one run of a script may take
@@ -39,27 +40,30 @@ class Reproduction:
         return len(self.script.splitlines()) if self.script else 0
 
 
-def allowed_steps(trace) -> list:
-    """Per operation up to the finding's step, every observation the contract allows,
-    following the branch the target took at each earlier step (where it matched one)."""
-    model, world = Model(trace.workflow), World()
+def allowed_steps(trace, caps=None, deviations=()) -> list:
+    """Per operation up to the finding's step, every observation the contract allows, judged
+    by the campaign's own comparison step (``judge.judge_step``: the adapter's tamper reach
+    ``caps``, its documented ``deviations``) on the observations the entry recorded, following
+    the branch the target took."""
+    model, world, history, out = model_for(trace.workflow, caps), World(), [], []
     last = trace.finding.step if trace.finding is not None else len(trace.operations) - 1
-    out = []
     for i, op in enumerate(trace.operations[: last + 1]):
-        try:
-            alternatives = model.step(world, op)
-        except Exception:  # noqa: BLE001 - an op the model does not admit: nothing allowed known
+        if i >= len(trace.observations):
             break
-        out.append(tuple(o for o, _ in alternatives))
-        observed = trace.observations[i] if i < len(trace.observations) else None
-        world = next((w for o, w in alternatives if observed is not None and o.same_as(observed)),
-                     alternatives[0][1])
+        try:
+            judgement = judge_step(model, world, op, trace.observations[i], caps, deviations,
+                                   history)
+        except InvalidOperation:  # an op the model does not admit here: nothing more is known
+            break
+        out.append(judgement.allowed)
+        history.append((op, trace.observations[i], judgement.allowed))
+        world = judgement.world
     return out
 
 
-def allowed_at(trace) -> tuple:
+def allowed_at(trace, caps=None, deviations=()) -> tuple:
     """Every observation the contract allows at the finding's step."""
-    steps = allowed_steps(trace)
+    steps = allowed_steps(trace, caps, deviations)
     return steps[trace.finding.step] if len(steps) > trace.finding.step else ()
 
 
@@ -82,17 +86,18 @@ def record(adapter, variant, trace, op_timeout: float = 30.0) -> tuple:
     return tuple(out)
 
 
-def evidence(trace, calls: tuple) -> Evidence:
+def evidence(trace, calls: tuple, caps=None, deviations=()) -> Evidence:
     f = trace.finding
     return Evidence(ops=tuple(trace.operations), calls=calls, observed=tuple(trace.observations),
-                    step=f.step, allowed=allowed_at(trace), versions=dict(trace.versions),
-                    category=f.category, detail=f.detail)
+                    step=f.step, allowed=allowed_at(trace, caps, deviations),
+                    versions=dict(trace.versions), category=f.category, detail=f.detail)
 
 
 def script_for(adapter, variant, trace, calls: tuple | None = None) -> Reproduction:
     """The adapter's checked script when it can write one, its older script otherwise."""
     if trace.finding is not None and calls is not None:
-        script = adapter.reproduction(variant, trace.workflow, evidence(trace, calls))
+        proof = evidence(trace, calls, adapter.capabilities(variant), adapter.deviations(variant))
+        script = adapter.reproduction(variant, trace.workflow, proof)
         if script:
             return Reproduction(script=script, checked=True)
     return Reproduction(script=adapter.repro_script(variant, trace.workflow, trace.operations),
@@ -140,9 +145,10 @@ def target_path(adapter) -> str:
 
 
 def refresh(adapter, variant, trace, corpus_path: Path, reports_dir: Path, *,
-            runs: int = VERIFY_RUNS, op_timeout: float = 30.0):
+            runs: int = VERIFY_RUNS, op_timeout: float = 30.0, save: bool = True):
     """Generate (and verify ``runs`` times) the finding's script, record the result in the
-    corpus entry at ``corpus_path`` and write its report: ``(trace, report path, repro)``."""
+    corpus entry at ``corpus_path`` (unless ``save`` is false: a finding that never came back
+    has no entry) and write its report: ``(trace, report path, repro)``."""
     from dataclasses import replace
 
     from . import report
@@ -155,7 +161,9 @@ def refresh(adapter, variant, trace, corpus_path: Path, reports_dir: Path, *,
         if repro.reproduces is not None:
             script.update(runs=repro.reproduces[1], reproduced=repro.reproduces[0])
     trace = trace.with_(finding=replace(trace.finding, script=script))
-    dump_trace(trace, corpus_path)
-    path = report.write(trace, corpus_path, repro, reports_dir, allowed=allowed_steps(trace),
+    if save:
+        dump_trace(trace, corpus_path)
+    allowed = allowed_steps(trace, adapter.capabilities(variant), adapter.deviations(variant))
+    path = report.write(trace, corpus_path, repro, reports_dir, allowed=allowed,
                         target_path=target_path(adapter))
     return trace, path, repro
