@@ -224,8 +224,9 @@ class Driver:
     def read(self, h: str):
         """``(done, answers, pending)`` stored at ``h``'s tip, decoded by the saver."""
         tip, info = self.tip(h), self._info(h)
-        if tip is None:
-            self.record("None", "read")
+        if tip is None:  # nothing of h's is stored: what the thread's own state shows
+            lg = info["lg"] if info else h
+            self.record(f"graph.get_state({self.config_src(self._config(h, lg))})", "read")
         else:
             at = self._config(h, info["lg"], None if tip == self.latest(info["lg"]) else tip)
             self.record(f"graph.get_state({self.config_src(at)})", "read")
