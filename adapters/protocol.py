@@ -360,10 +360,63 @@ class Adapter:
         raise NotImplementedError(f"target {self.name!r} has no store extension point")
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        """A standalone Python script, using the framework's API alone (no resumefuzz import),
-        that replays ``ops`` and prints what happens: the shrink report embeds it, fit to paste
-        into the framework's issue tracker.  ``None`` if the adapter cannot write one."""
+        """The older, unchecked script: replays ``ops`` and prints what happens (it asserts
+        nothing).  Used only when ``reproduction`` returns ``None``.  ``None`` if none."""
         return None
+
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence: Evidence) -> str | None:
+        """A standalone script that reproduces a finding with the framework's public API and the
+        standard library alone: the workflow definition, the calls the adapter recorded
+        (``evidence.calls``, see ``record_call``) in order, and a check of the diverging step
+        that exits 1 when the defect shows and 0 when it does not.  Compose it with
+        ``adapters.toolkit.script.Script``.  ``None`` when the trace has an operation the
+        adapter cannot write as a script (the engine then falls back to ``repro_script``)."""
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """What a reproduction script replays and checks (``Adapter.reproduction``).
+
+    ``calls[i]``: what the adapter recorded with ``record_call`` while the engine replayed
+    operation ``i`` and then queried its thread: ``(kind, source)`` pairs, ``kind`` being
+    ``"call"`` (a framework call the operation made) or ``"read"`` (how ``query`` read the
+    state).  ``observed[i]``: what the target showed.  ``allowed``: every observation the
+    contract allows at ``step``, the operation that diverged.
+    """
+
+    ops: tuple
+    calls: tuple
+    observed: tuple
+    step: int
+    allowed: tuple
+    versions: Mapping[str, str] = field(default_factory=dict)
+    category: str = ""
+    detail: str = ""
+
+
+CALL_LOG = "calls.jsonl"
+
+
+def record_call(workdir: Path, source: str, kind: str = "call") -> None:
+    """Append one framework call, as the Python source a user would write (concrete ids and
+    values, the framework's own names), to the case's call log in ``workdir``.
+
+    The engine reads the log while it replays a shrunk trace and hands it to
+    ``Adapter.reproduction``: the script repeats what the adapter really did.  One line per
+    call, appended (a worker killed mid-operation keeps the lines it wrote).
+    """
+    with open(Path(workdir) / CALL_LOG, "a") as f:
+        f.write(json.dumps({"kind": kind, "src": source}) + "\n")
+
+
+def read_calls(workdir: Path) -> list:
+    """The call log of ``workdir``: ``(kind, source)`` pairs, oldest first."""
+    try:
+        lines = (Path(workdir) / CALL_LOG).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [(d["kind"], d["src"]) for d in map(json.loads, lines) if d]
 
 
 # =================================================================================================
@@ -514,6 +567,7 @@ __all__ = [
     "CrashInjected",
     "Deviation",
     "Durable",
+    "Evidence",
     "Fork",
     "HarnessError",
     "Hooks",
@@ -539,4 +593,6 @@ __all__ = [
     "atomic_write_text",
     "forge",
     "installed_versions",
+    "read_calls",
+    "record_call",
 ]

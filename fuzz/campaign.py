@@ -20,7 +20,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
 
-from . import corpus, evidence, report
+from . import corpus, evidence, report, reprocheck
 from .errors import EngineError, HarnessFailure
 from .failures import Failure
 from .machine import machine_for
@@ -256,10 +256,13 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     if timing:
         trace = _measure_timing(adapter, trace, options)
     path = corpus.entry_path(trace, options.corpus_dir)
-    if not trace.finding.never_reproduced:
+    kept = not trace.finding.never_reproduced
+    if kept:
         path = corpus.save(trace, options.corpus_dir)
-    script = adapter.repro_script(variant, trace.workflow, trace.operations)
-    report_file = report.write(trace, path, script, options.reports_dir)
+        trace = corpus.load_trace(path)  # an entry found before keeps what it recorded
+    # The script is generated, run in fresh interpreters and counted before anything is shown.
+    trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path, options.reports_dir,
+                                               op_timeout=options.op_timeout, save=kept)
     found = Found(variant.name, trace.finding.category, trace.finding.property,
                   len(trace.operations), trace.finding.verdict,
                   "" if trace.finding.never_reproduced else str(path), str(report_file),

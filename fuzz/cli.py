@@ -135,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE", help="write here (links made relative to it)")
     p.set_defaults(func=_matrix)
 
+    _add_report_command(sub)
+
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
     p.add_argument("--json", action="store_true", help="print the variants as JSON")
@@ -358,10 +360,9 @@ def _minimize(args) -> int:
         new = result.trace
         if new is not trace and timing_dependent(trace):
             goal = (new.finding.category, new.finding.property, new.finding.verdict)
-            rate = measure(judge, new, goal)
-            detail = (f"timing-dependent (reproduced {rate.k}/{TRIALS} replays): "
-                      f"{new.finding.detail}")
-            new = new.with_(finding=dataclasses.replace(new.finding, detail=detail))
+            rate = measure(judge, new, goal, TRIALS)
+            new = new.with_(finding=dataclasses.replace(
+                new.finding, reproduced={"k": rate.k, "n": rate.n}))
         written = str(path)
         if new is not trace:
             if corpus.entry_path(new, Path(args.corpus)).exists():
@@ -389,13 +390,80 @@ def _minimize(args) -> int:
 
 
 def _recorded_rate(trace):
-    """The rate a timing-dependent entry recorded ("reproduced k/n replays"), if any."""
+    """The rate a timing-dependent entry recorded (``finding.reproduced``, or the older
+    "timing-dependent (reproduced k/n replays)" detail), if any."""
     import re
 
     from .minimize import Rate
 
+    if trace.finding.reproduced:
+        return Rate(trace.finding.reproduced["k"], trace.finding.reproduced["n"])
     match = re.match(r"timing-dependent \(reproduced (\d+)/(\d+)", trace.finding.detail)
     return Rate(int(match[1]), int(match[2])) if match else None
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def _add_report_command(sub) -> None:
+    p = sub.add_parser("report", help="write a corpus entry's report and reproduction script again")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="corpus entries or directories")
+    p.add_argument("--verify", type=int, default=0, metavar="N",
+                   help="run each reproduction script N times in a fresh interpreter and record "
+                        "how often it exits 1 (default 0: generate only)")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--target", metavar="MOD:CLASS",
+                   help="the adapter of entries found with a third-party adapter (dotted path)")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--json", action="store_true", help="print one JSON object per entry")
+    p.set_defaults(func=_report)
+
+
+def _report(args) -> int:
+    """Replay each entry to record the adapter's calls, write its script (verified ``--verify``
+    times) into the entry and its report.  Entries are validated before anything runs."""
+    from pathlib import Path
+
+    from . import reprocheck
+    from .corpus import entries
+    from .targets import prepare, resolve, select_variants
+    from .trace import load_trace
+
+    if args.verify < 0:
+        raise UsageError("--verify must be 0 or more")
+    for p in args.paths:
+        if not Path(p).exists():
+            raise UsageError(f"{p}: no such file or directory")
+    paths = entries([Path(p) for p in args.paths])
+    if not paths:
+        raise UsageError(f"no corpus entries under {', '.join(args.paths)}")
+    traces = [(path, load_trace(path)) for path in paths]
+    adapters: dict = {}
+    jobs = []
+    for path, trace in traces:  # everything is checked before anything is written
+        if trace.finding is None:
+            raise UsageError(f"{path}: the entry has no finding to report")
+        name = args.target or trace.target
+        if name not in adapters:
+            adapters[name] = resolve(name)
+        jobs.append((path, trace, adapters[name], select_variants(adapters[name], [trace.variant])[0]))
+    for adapter in adapters.values():
+        prepare(adapter)
+    for path, trace, adapter, variant in jobs:
+        trace, report_file, repro = reprocheck.refresh(
+            adapter, variant, trace, path, Path(args.reports), runs=args.verify,
+            op_timeout=args.op_timeout)
+        rate = repro.reproduces
+        summary = {"entry": str(path), "report": str(report_file), "checked": repro.checked,
+                   "lines": repro.lines, "reproduced": rate[0] if rate else None,
+                   "runs": rate[1] if rate else 0}
+        if args.json:
+            print(json.dumps(summary), flush=True)
+        else:
+            kind = "checked" if repro.checked else ("unchecked" if repro.script else "no script")
+            shown = f", reproduces {rate[0]}/{rate[1]}" if rate else ""
+            print(f"{report_file}: {kind} script, {repro.lines} lines{shown}", flush=True)
+    return 0
 
 
 # -- explore ------------------------------------------------------------------------------------

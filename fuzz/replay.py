@@ -80,8 +80,10 @@ class Replayer:
                 raise UsageError(f"entry ran on the store factory {recorded_store!r}: replay it "
                                  f"with --store {recorded_store} (after checking that module)")
             adapter = self._adapter(self.target or trace.target)
-            variant = trace.variant if self.target is None else None
-            variants = select_variants(adapter, [variant] if variant else None)
+            # Another target replays the entry's variant when it has one of that name (a
+            # third-party adapter passed by dotted path), else its first variant.
+            own = self.target is None or trace.variant in {v.name for v in adapter.variants()}
+            variants = select_variants(adapter, [trace.variant] if own else None)
             session = Session(adapter, variants[0], settings=Settings(op_timeout=self.op_timeout))
             return self._run(path, trace, session, recorded)
         except (ResumefuzzError, InvalidOperation) as exc:

@@ -1,9 +1,12 @@
-"""Shrink reports: a Markdown page per failure, fit to paste into a framework's issue tracker.
+"""Shrink reports: a Markdown page per failure, with a section ready to paste upstream.
 
-``shrink_reports/<target>/<variant>/<Category>-<fingerprint>.md``: the numbered operations,
-expected versus observed per operation, the property broken, the category and its switch in the
-paper's TLA+ model, versions, the ``resumefuzz replay`` line, and a standalone script written by
-the adapter with the framework's own API alone.
+``shrink_reports/<target>/<variant>/<Category>-<fingerprint>.md``: banners when the script did
+not reproduce (or reproduced only sometimes) or the replay rate is partial; the numbered
+operations with every outcome the contract allows next to what was observed (and the
+framework's exception text); the property broken and our semantics notes
+(``docs/semantics.md``); the ``resumefuzz replay`` line; and an upstream issue (title, versions,
+what happened, what the documentation promises, the reproduction script and how often it
+reproduced).  ``resumefuzz report PATH`` writes it again from a corpus entry.
 """
 
 from __future__ import annotations
@@ -18,6 +21,28 @@ from .corpus import slug
 from .trace import Trace
 
 REPORTS_DIR = Path("shrink_reports")
+SEMANTICS = Path("docs/semantics.md")
+BUILTIN_TARGETS = ("reference", "langgraph", "crewai", "llamaindex", "pydantic-graph", "autogen")
+
+#: CONTRACT.md section 4, one line per property: what a framework promises.
+PROMISES = {
+    "PC": "after every operation the persisted state equals the state its durable prefix implies, "
+          "and every effect that fired is reflected in it",
+    "EO": "in every branch each task's effect fires at most once, and exactly once when the run "
+          "completes",
+    "FD": "a fork answering v ends with that answer recorded and fires the gate task's effect "
+          "with v in the new branch",
+    "CV": "no invalid state is persisted, and invalid or tampered persisted state is refused "
+          "loudly, never used silently",
+    "CO": "one interrupt is consumed at most once, sequentially and across processes",
+    "RD": "identical durable state gives identical recovery decisions",
+    "LV": "from every durable state reachable after a crash, recovery completes the run",
+}
+
+
+def cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: ``|`` escaped, line breaks as ``<br>``."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
 
 
 def _obs(o) -> str:
@@ -26,9 +51,17 @@ def _obs(o) -> str:
     effects = ", ".join(f"e{t}({v})" if v is not None else f"e{t}" for _, t, v in o.effects) or "none"
     state = "not compared (tampered)" if o.state is None else json.dumps(o.state.to_json())
     text = f"**{o.outcome}**; effects: {effects}; state: `{state}`"
+    if o.error:
+        text += f"; raised `{o.error}`"
     if o.twin is not None:
         text += f"<br>twin copy: {_obs(o.twin)}"
     return text
+
+
+def _allowed(alternatives, canonical) -> str:
+    if not alternatives:
+        return _obs(canonical) + " (canonical)"
+    return "<br>*or* ".join(_obs(o) for o in alternatives)
 
 
 def _op(op) -> str:
@@ -36,15 +69,76 @@ def _op(op) -> str:
     return f"`{op.name}({', '.join(f'{k}={v!r}' for k, v in args.items())})`"
 
 
-def render(trace: Trace, corpus_path: Path, script: str | None) -> str:
+def replay_line(trace: Trace, corpus_path: Path, target_path: str | None = None) -> str:
+    """The command that replays the entry; an adapter loaded by dotted path is named."""
+    builtin = trace.target in BUILTIN_TARGETS or trace.target.startswith("mutant:")
+    if builtin or not (target_path or ":" in trace.target):
+        line = f"resumefuzz replay {corpus_path}"
+    else:
+        line = f"resumefuzz replay {corpus_path} --target {target_path or trace.target}"
+    # A store built by a factory (--store) is named again: a corpus file never imports one.
+    factory = trace.versions.get("store-factory")
+    return line + (f" --store {factory}" if factory else "")
+
+
+def _banners(trace: Trace, repro) -> list:
+    f, out = trace.finding, []
+    rate = getattr(repro, "reproduces", None)
+    if repro is None or not getattr(repro, "script", None):
+        out.append("There is no standalone reproduction script for this finding "
+                   + ("(the self-test targets have no framework)." if _selftest(trace)
+                      else "(the adapter could not write one)."))
+    elif not repro.checked:
+        out.append("**Unchecked script**: the reproduction below comes from the adapter's older "
+                   "generator; it replays the operations and prints, asserts nothing and was not "
+                   "verified. Do not file it upstream as is.")
+    elif rate is not None and rate[0] == 0:
+        out.append(f"**The reproduction script did NOT reproduce the defect** (exit 1 in 0 of "
+                   f"{rate[1]} fresh runs). `resumefuzz replay` still shows the divergence; the "
+                   "script misses something the harness does. Do not file it upstream as is.")
+    elif rate is not None and rate[0] < rate[1]:
+        out.append(f"The reproduction script shows the defect in {rate[0]} of {rate[1]} runs "
+                   "(timing-dependent).")
+    elif rate is None:
+        out.append("The reproduction script was not run (no `--verify`).")
+    if f.rate and not f.never_reproduced:
+        out.append(f"The fuzzer's own replays: the divergence came back in {f.rate} of them "
+                   "(timing-dependent).")
+    if trace.status and trace.status != "FAILED":
+        out.append(f"The last recorded replay of this entry: **{trace.status}**.")
+    return [f"> {b}" for b in out] + ([""] if out else [])
+
+
+def _selftest(trace: Trace) -> bool:
+    return trace.target == "reference" or trace.target.startswith("mutant:")
+
+
+def _semantics_link(path: Path | None) -> str:
+    """Relative to the report: reports live three levels below the reports directory, which
+    sits at the top of the repository (``shrink_reports/<target>/<variant>/<name>.md``)."""
+    return "../../../" + SEMANTICS.as_posix() if path is not None else SEMANTICS.as_posix()
+
+
+def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
+           target_path: str | None = None, path: Path | None = None) -> str:
+    """The report.  ``repro``: a ``reprocheck.Reproduction`` (or a bare script string, shown
+    as unchecked); ``allowed``: per step, every allowed observation (``reprocheck.allowed_steps``);
+    ``path``: where the report goes (for the relative link to our semantics notes)."""
+    if isinstance(repro, str):
+        from .reprocheck import Reproduction
+
+        repro = Reproduction(script=repro, checked=False)
     f = trace.finding
     info = CATEGORY_INFO[f.category]
     verdict = "documented deviation (D)" if f.verdict == "D" else "defect (✗)"
-    lines = [
-        f"# {f.category} in {trace.target} [{trace.variant}]",
-        "",
+    semantics = _semantics_link(path)
+    allowed = list(allowed or [])
+    rate = getattr(repro, "reproduces", None)
+    lines = [f"# {f.category} in {trace.target} [{trace.variant}]", "", *_banners(trace, repro)]
+    lines += [
         f"- **Category**: `{f.category}` (switch {info.paper_switch} of the paper's TLA+ model)",
-        f"- **Property broken**: {f.property}",
+        f"- **Property broken**: {f.property}"
+        + (f" ({PROMISES[f.property]})" if f.property in PROMISES else ""),
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
         *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
@@ -53,42 +147,96 @@ def render(trace: Trace, corpus_path: Path, script: str | None) -> str:
           if f.reproduced is not None and not f.never_reproduced else []),
         f"- **Workflow**: {trace.workflow.n} tasks, gates {sorted(trace.workflow.gates)}, "
         f"values {list(trace.workflow.values)}",
-        f"- **Versions**: " + ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())),
+        "- **Versions**: " + ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())),
         f"- **Fingerprint**: `{trace.fingerprint}` (found {trace.created})",
+        "- **Reproduction script**: " + _script_summary(repro),
         "",
         *([f"> **Never came back**: 0 of {f.reproduced['n']} replays right after the campaign "
            "reproduced it, so it was dropped from the corpus; this report is its only record.",
            ""] if f.never_reproduced else []),
         "## Minimal trace",
         "",
-        "| # | operation | expected (reference) | observed |",
+        "| # | operation | allowed (reference) | observed |",
         "|---|---|---|---|",
     ]
     for i, op in enumerate(trace.operations):
         expected = trace.expected[i] if i < len(trace.expected) else None
         observed = trace.observations[i] if i < len(trace.observations) else None
         mark = " ⟵ diverges" if i == f.step else ""
-        lines.append(f"| {i + 1} | {_op(op)}{mark} | {_obs(expected)} | {_obs(observed)} |")
+        alternatives = allowed[i] if i < len(allowed) else ()
+        lines.append(f"| {i + 1} | {cell(_op(op) + mark)} | {cell(_allowed(alternatives, expected))}"
+                     f" | {cell(_obs(observed))} |")
     lines += [
         "",
-        "Where the contract allows several outcomes, *expected* shows the reference's canonical",
-        "one; the observation diverges when it is none of the allowed ones (CONTRACT.md §3).",
+        "*Allowed* lists every outcome the contract allows (CONTRACT.md §3, with the choices "
+        f"it leaves open settled in [our semantics notes]({semantics})); the observation "
+        "diverges when it is none of them.",
         "",
         "## Replay",
         "",
         *(["Not in the corpus (it never came back on replay)."] if f.never_reproduced else
-          ["```", f"resumefuzz replay {corpus_path}" + (
-              f" --store {trace.versions['store-factory']}"
-              if trace.versions.get("store-factory") else ""), "```"]),
+          ["```", replay_line(trace, corpus_path, target_path), "```"]),
         "",
-        "## Standalone reproduction (the framework's own API, no resumefuzz)",
+        *_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else ()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _script_summary(repro) -> str:
+    if repro is None or not repro.script:
+        return "none"
+    if not repro.checked:
+        return f"unchecked (older generator), {repro.lines} lines"
+    rate = repro.reproduces
+    shown = f"reproduces {rate[0]}/{rate[1]}" if rate else "not verified"
+    return f"checks the defect (exit 1 when it shows), {repro.lines} lines, {shown}"
+
+
+def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
+    f = trace.finding
+    observed = trace.observations[f.step] if f.step < len(trace.observations) else None
+    framework = trace.target
+    pins = ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())
+                     if k not in ("resumefuzz", "hypothesis"))
+    allowed = (" or ".join(dict.fromkeys(o.outcome for o in allowed_here)) if allowed_here
+               else "see the trace")
+    promise = f.citation or (
+        f"the resume contract's property {f.property}: {PROMISES[f.property]}"
+        if f.property in PROMISES else
+        f"the resume contract allows, at this step, only: {allowed} (every allowed outcome is "
+        "in the trace above); this divergence fits none of the named fault categories")
+    out = [
+        "## Upstream issue (ready to paste)",
+        "",
+        f"**Title**: {framework}: {_title(trace)}",
+        "",
+        f"**Versions**: {pins}",
+        "",
+        "**What happened**: " + f.detail
+        + (f" The framework raised `{observed.error}`." if observed is not None and observed.error
+           else ""),
+        "",
+        "**What the documentation promises**: " + promise,
         "",
     ]
-    if script:
-        lines += ["```python", script.rstrip(), "```"]
+    if repro is not None and repro.script:
+        how = ("It exits 1 when the defect shows and 0 when it does not"
+               + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ".")
+               if repro.checked else "It prints what happens and asserts nothing.")
+        out += [f"**Reproduction** (the framework's public API and the standard library; "
+                f"{repro.lines} lines). {how}", "", "```python", repro.script.rstrip(), "```"]
     else:
-        lines += ["The adapter provides no standalone script for this variant."]
-    return "\n".join(lines) + "\n"
+        out += ["**Reproduction**: no standalone script; replay with resumefuzz (above)."]
+    return out
+
+
+def _title(trace: Trace) -> str:
+    f = trace.finding
+    ops = trace.operations
+    op = ops[f.step] if f.step < len(ops) else None
+    where = f" {op.name}" if op is not None else ""
+    what = f.detail.split(": ")[-1] if f.detail.startswith("timing-dependent") else f.detail
+    return f"{f.category} on{where}: {what}"
 
 
 def report_path(trace: Trace, root: Path = REPORTS_DIR) -> Path:
@@ -96,8 +244,10 @@ def report_path(trace: Trace, root: Path = REPORTS_DIR) -> Path:
     return Path(root) / slug(trace.target) / slug(trace.variant) / name
 
 
-def write(trace: Trace, corpus_path: Path, script: str | None, root: Path = REPORTS_DIR) -> Path:
+def write(trace: Trace, corpus_path: Path, repro=None, root: Path = REPORTS_DIR, *,
+          allowed=None, target_path: str | None = None) -> Path:
     path = report_path(trace, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, render(trace, corpus_path, script))
+    atomic_write_text(path, render(trace, corpus_path, repro, allowed=allowed,
+                                   target_path=target_path, path=path))
     return path

@@ -53,6 +53,8 @@ class Finding:
     # {"k": k, "n": n}: the failure came back in k of n replays after its campaign (a finding
     # Hypothesis could not reproduce every time).  None: it reproduced every time it was run.
     reproduced: dict | None = None
+    # The reproduction script's last check: {"checked", "lines", "runs", "reproduced"}.
+    script: dict | None = None
 
     def to_json(self) -> dict:
         doc = {"category": self.category, "property": self.property, "step": self.step,
@@ -61,6 +63,8 @@ class Finding:
             doc["citation"] = self.citation
         if self.reproduced is not None:
             doc["reproduced"] = {"k": self.reproduced["k"], "n": self.reproduced["n"]}
+        if self.script:
+            doc["script"] = dict(self.script)
         return doc
 
     @property

@@ -210,8 +210,13 @@ class LangGraphAdapter(Adapter):
 
         return LangGraphCase(BY_NAME.get(variant.name, variant), workflow, workdir)
 
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
+        from .repro import reproduction
+
+        return reproduction(BY_NAME.get(variant.name, variant), workflow, evidence)
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops) -> str | None:
-        from .repro import write_script
+        from .repro_legacy import write_script
 
         return write_script(BY_NAME.get(variant.name, variant), workflow, ops)
 

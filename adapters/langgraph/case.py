@@ -24,7 +24,10 @@ from adapters.protocol import (
     Variant,
     Workflow,
     forge,
+    record_call,
 )
+
+from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
 from .driver import Driver
@@ -58,6 +61,8 @@ class LangGraphCase(Case):
         self.store = open_store(self.spec["saver"], self.workdir, self.spec.get("store_factory"))
         self.table = SideTable(self.workdir)
         self.driver = Driver(self.spec, self.store, self.table)
+        self.driver.record = lambda source, kind="call": record_call(self.workdir, source, kind)
+        self.driver.label = thread_label
         self.log: list[str] = []  # what each operation did, in framework terms
 
     # -- protocol ----------------------------------------------------------------------------
@@ -92,8 +97,23 @@ class LangGraphCase(Case):
             durable = Durable(view.done, view.answers, view.pending)
             result = forge(self.workflow, durable)
             forged = (list(result.done), dict(result.answers))
+        self._record_tamper(thread, how, forged)
         line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
         self.log.append(f"tamper: {line}")
+
+    def _record_tamper(self, thread: str, how: str, forged) -> None:
+        """The tamper as a repro script writes it (``corrupt``/``forge`` of its ``repro.py``),
+        where the script can: the SQLite saver's rows, the graph API's channels."""
+        d, source = self.driver, "<unknown: not expressible in a script>"
+        info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
+        if info is not None and tip is not None and self.spec["saver"] == "sqlite":
+            at = d.config_src(d._config(thread, info["lg"], tip))
+            if how == "corrupt" and self.spec["tamper"] == "blob":
+                source = f"corrupt({at})"
+            elif how == "forged" and self.spec["tamper"] == "blob" and self.spec["api"] == "graph":
+                done, answers = forged
+                source = f"forge({at}, {list(done)!r}, {dict(answers)!r})"
+        d.record(source)
 
     def clone_store(self, dest: Path) -> None:
         dest = Path(dest)

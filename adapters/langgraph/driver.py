@@ -116,6 +116,11 @@ class Driver:
         self.box = Box()
         self.app = wf.build(spec, store.saver, self.box)
         self.calls: list[str] = []  # the framework calls the last operation made, in words
+        # Called with the Python source of every framework call (and of each read), as a
+        # user would write it; the case appends it to the workdir's call log (repro scripts).
+        self.record = lambda source, kind="call": None
+        self.source = None  # the source of the Command the next invoke passes, when not plain
+        self.label = lambda thread: thread  # a thread's name in the recorded source
 
     # -- operations ------------------------------------------------------------------------
     def start(self, h: str, hooks) -> str:
@@ -134,11 +139,18 @@ class Driver:
         if spelling == "cpid" and shown is not None:
             config = self._config(h, lg, shown)
         if spelling in ("map", "mapstrict"):
-            if shown is not None:
-                ids = self.interrupt_ids_at(h, shown, gate)
-            else:
-                ids = self.pending_interrupt_ids(h) or self.last_interrupt_ids(h)
+            try:
+                if shown is not None:
+                    ids = self.interrupt_ids_at(h, shown, gate)
+                else:
+                    ids = self.pending_interrupt_ids(h) or self.last_interrupt_ids(h)
+            except Exception:  # the saver could not read the interrupt: so would a script
+                self.record(f"graph.get_state({self.config_src(config)})")
+                raise
             command = _command(resume={i: value for i in ids})
+            at = self._config(h, lg, shown) if shown is not None else self._target(h, addressed=True)[1]
+            self.source = (f"Command(resume={{i.id: {value!r} for i in "
+                           f"graph.get_state({self.config_src(at)}).interrupts}})")
             if spelling == "mapstrict":
                 config["configurable"][STRICT_RESUME_KEY] = True
             what = f"Command(resume={{<{len(ids)} interrupt id(s)>: {value!r}}})"
@@ -167,7 +179,11 @@ class Driver:
         """Resume the checkpoint where ``gate`` was pending in ``h`` as the branch ``new_h``."""
         self._begin(hooks)
         lg = self._info(h)["lg"]
-        source = self.gate_checkpoint(h, gate)
+        try:
+            source = self.gate_checkpoint(h, gate)
+        except Exception:  # the saver could not read the history: what a script's lookup does
+            self.record(f"list(graph.get_state_history({self.config_src(self._config(h, lg))}))")
+            raise
         if source is None:
             raise LookupError(f"no checkpoint of {h!r} has gate {gate} pending")
         self.table.set(_key(new_h), {"lg": lg, "hint": source})
@@ -178,6 +194,8 @@ class Driver:
             # ::test_copy_fork_retriggers_interrupt (copy): update_state, invoke(None) re-fires
             # the interrupt, Command(resume) at the fork checkpoint.
             as_node = {"as_node": "__copy__"} if spelling == "copy" else {}
+            self.record(f"graph.update_state({self.config_src(at_source)}, None"
+                        f"{', as_node=' + repr('__copy__') if as_node else ''})")
             if getattr(self.store, "is_async", False):
                 forked = self.store.run(self.app.aupdate_state(at_source, None, **as_node))
             else:
@@ -208,6 +226,13 @@ class Driver:
     # -- reading ---------------------------------------------------------------------------
     def read(self, h: str):
         """``(done, answers, pending)`` stored at ``h``'s tip, decoded by the saver."""
+        tip, info = self.tip(h), self._info(h)
+        if tip is None:  # nothing of h's is stored: what the thread's own state shows
+            lg = info["lg"] if info else h
+            self.record(f"graph.get_state({self.config_src(self._config(h, lg))})", "read")
+        else:
+            at = self._config(h, info["lg"], None if tip == self.latest(info["lg"]) else tip)
+            self.record(f"graph.get_state({self.config_src(at)})", "read")
         saved = self._saved(h)
         if saved is None:
             return [], {}, None
@@ -275,7 +300,7 @@ class Driver:
     # -- helpers ---------------------------------------------------------------------------
     def _begin(self, hooks) -> None:
         self.box.hooks = RelayedHooks(hooks)
-        self.calls = []
+        self.calls, self.source = [], None
 
     def _info(self, h: str) -> dict | None:
         return self.table.get(_key(h))
@@ -302,10 +327,33 @@ class Driver:
             return lg, self._config(h, lg, tip)
         return lg, self._config(h, lg)
 
+    def config_src(self, config: dict) -> str:
+        """``config`` as a script writes it: the thread's name (``label``), a checkpoint by its
+        position in the thread's history (``checkpoint(thread, k)``: its id differs per run)."""
+        conf = dict(config["configurable"])
+        thread = self.label(conf.pop("thread_id"))
+        extra = {k: v for k, v in conf.items()
+                 if k not in ("checkpoint_id", "checkpoint_ns", BRANCH_KEY)}
+        if "checkpoint_id" in conf and not extra:
+            ids = sorted(row.checkpoint_id for row in self.store.rows(config["configurable"]["thread_id"]))
+            k = ids.index(conf["checkpoint_id"]) if conf["checkpoint_id"] in ids else len(ids)
+            return f"checkpoint({thread!r}, {k})"
+        if "checkpoint_id" in conf:  # not expressible by position with extra keys: no script
+            extra["checkpoint_id"] = "<unknown>"
+        return repr({"configurable": {"thread_id": thread, **extra}})
+
+    def _input_src(self, inputs) -> str:
+        if inputs is None or isinstance(inputs, dict):
+            return repr(inputs)
+        source, self.source = self.source, None
+        return source or f"Command(resume={inputs.resume!r})"
+
     def _invoke(self, inputs, config, what: str) -> str:
         conf = config["configurable"]
         where = "checkpoint_id=<tip>" if "checkpoint_id" in conf else "thread head"
         self.calls.append(f"invoke({what}, {where}, durability={self.spec['durability']!r})")
+        self.record(f"graph.invoke({self._input_src(inputs)}, {self.config_src(config)}, "
+                    f"durability={self.spec['durability']!r})")
         if getattr(self.store, "is_async", False):  # an async saver: ainvoke on its loop
             result = self.box.hooks.serve(lambda: self.store.run(
                 self.app.ainvoke(inputs, config, durability=self.spec["durability"])))

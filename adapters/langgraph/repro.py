@@ -1,298 +1,269 @@
-"""Write a standalone repro script for a LangGraph trace (``Adapter.repro_script``).
+"""A LangGraph finding as a short script: the workflow, the calls the adapter made, the check.
 
-The script embeds the adapter's standalone modules (``stores``, ``workflow``, ``driver``,
-``tamper``: LangGraph, psycopg and the standard library only), so it replays the trace with
-exactly the framework calls the fuzzer made, and nothing of resumefuzz.  Every operation runs in
-a fresh interpreter (except on the memory saver, whose store lives in one process), so a SIGKILL
-crash point really kills the process that runs LangGraph; a race starts k processes that all
-read the interrupted checkpoint before any of them writes.
+``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from
+the functions below (pasted into the script by name, with ``inspect.getsource``: each is real
+code, importable and tested here) and the calls ``driver.py`` recorded while the engine replayed
+the trace (``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durability='sync')``).
+A checkpoint is named by its position in its thread's history (``checkpoint(thread, k)``): its
+id differs on every run, its position does not.
+
+Written for the memory and SQLite savers, both API styles and every resume and fork spelling,
+with exception and SIGKILL crash points.  Not (yet): tampering with the store, races, twin
+recovery, out-of-schema outputs, the pydantic state and PostgreSQL; for those the adapter falls
+back to the older unchecked script (``repro_legacy.py``).
 """
 
 from __future__ import annotations
 
-import pprint
-from importlib import metadata
-from pathlib import Path
+import inspect
+import operator
+import os
+import sqlite3
+from typing import Annotated, TypedDict
 
-from adapters.protocol import Variant, Workflow
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.func import entrypoint, task
+from langgraph.graph import START, StateGraph
+from langgraph.types import interrupt
 
-from .case import spec_for
+from adapters.protocol import installed_versions
+from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
+from adapters.toolkit.script import (
+    Script,
+    Step,
+    check_for,
+    header,
+    op_words,
+    thread_label,
+    without_docstring,
+)
 
-EMBEDDED = ("stores.py", "workflow.py", "driver.py", "tamper.py")
-PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
-          "langgraph-checkpoint-postgres", "psycopg")
-
-MAIN = r'''
-import os, signal, subprocess, sys, tempfile
-
-HERE = os.path.abspath(__file__)
-
-
-def package(root):
-    pkg = os.path.join(root, "lgrepro")
-    os.makedirs(pkg, exist_ok=True)
-    for name, text in {**SOURCES, "__init__.py": ""}.items():
-        with open(os.path.join(pkg, name), "w") as f:
-            f.write(text)
-    sys.path.insert(0, root)
-
-
-class Table:
-    """Harness thread -> LangGraph thread and fork source, in a JSON file of the workdir."""
-
-    def __init__(self, workdir):
-        self.path = os.path.join(workdir, "sidetable.json")
-
-    def get(self, key, default=None):
-        try:
-            with open(self.path) as f:
-                return json.load(f).get(key, default)
-        except FileNotFoundError:
-            return default
-
-    def set(self, key, value):
-        from lgrepro.stores import write_json
-        try:
-            with open(self.path) as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            doc = {}
-        doc[key] = value
-        write_json(self.path, doc)
+N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks that interrupt
+PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
 
 
-class Hooks:
-    """Prints every effect; fires the op's crash point (an exception, or SIGKILL of this
-    process) at task start (before_effect), right after the effect (in_flight), or when the
-    next task starts or the run returns (after_commit)."""
-
-    def __init__(self, op, branch, ready_fd=None, go_fd=None):
-        self.crash, self.bad, self.branch = op.get("crash"), op.get("bad_output"), branch
-        self.ready_fd, self.go_fd = ready_fd, go_fd
-        self.last, self.crashed = None, False
-
-    def task_begins(self, t):
-        if self.last is not None and self.last != t:
-            done, self.last = self.last, None
-            self.point(done, "after_commit")
-        self.point(t, "before_effect")
-
-    def effect(self, t, value):
-        print(f"  effect fired: branch={self.branch} task={t} value={value!r}", flush=True)
-        self.last = t
-        self.point(t, "in_flight")
-
-    def wants_bad_output(self, t):
-        return self.bad == t
-
-    def output(self, t, value):
-        return "<bad>" if self.bad == t else t
-
-    def race_ready(self):
-        if self.ready_fd is not None:
-            os.write(self.ready_fd, b"r")
-            os.read(self.go_fd, 1)
-
-    def run_returned(self):
-        if self.last is not None:
-            self.point(self.last, "after_commit")
-
-    def point(self, t, phase):
-        c = self.crash
-        if self.crashed or not c or (c["task"], c["phase"]) != (t, phase):
-            return
-        self.crashed = True
-        print(f"  crash point: task {t} {phase} ({c.get('kind', 'exception')})", flush=True)
-        if c.get("kind") == "sigkill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        raise RuntimeError(f"injected crash at task {t}, {phase}")
+# -- what the script contains --------------------------------------------------------------------
 
 
-def forge(done, answers):
-    """A well-formed state the run did not produce (resumefuzz's refmodel.forge)."""
-    answers = dict(answers)
-    if answers:
-        task = sorted(answers)[-1]
-        old = answers[task]
-        answers[task] = next(v for v in SPEC["values"] + [old + "'"] if v != old)
-        return done, answers
-    if len(done) < SPEC["n"]:
-        return done + [len(done) + 1], answers
-    return done[:-1], answers
+class State(TypedDict, total=False):
+    done: Annotated[list, operator.add]
+    answers: Annotated[dict, operator.or_]
 
 
-def open_driver(workdir):
-    from lgrepro import driver, stores
-    store = stores.open_store(SPEC["saver"], workdir, SPEC.get("store_factory"))
-    return driver.Driver(SPEC, store, Table(workdir))
+def task_body(t):
+    """Task t: it asks for a value (if it is a gate), fires its one effect, returns
+    ``(what it writes into the state, the value)``."""
+    value = interrupt({"task": t}) if t in GATES else None
+    effect(t, value)
+    return t, value
 
 
-def show(d, thread):
-    done, answers, pending = d.read(thread)
-    print(f"  state of {thread}: done={done} answers={answers} pending={pending}", flush=True)
+def task_body_bad_output(t):
+    """``task_body``; task ``BAD_OUTPUT`` writes a value outside the state schema (a string
+    where the schema has a task number)."""
+    value = interrupt({"task": t}) if t in GATES else None
+    effect(t, value)
+    return ("<bad>" if t == BAD_OUTPUT else t), value
 
 
-def apply(d, op, ready_fd=None, go_fd=None):
-    from lgrepro import tamper
-    kind, thread = op["op"], op["thread"]
-    branch = op.get("new_thread") if kind == "fork" else thread
-    hooks = Hooks(op, branch, ready_fd, go_fd)
-    try:
-        if kind == "start":
-            outcome = d.start(thread, hooks)
-        elif kind in ("resume", "race"):
-            outcome = d.resume(thread, op["value"], hooks)
-        elif kind in ("recover", "twin_recover"):
-            outcome = d.recover(thread, hooks)
-        elif kind == "fork":
-            outcome = d.fork(thread, op["gate"], op["value"], op["new_thread"], hooks)
-        elif kind == "tamper":
-            forged = forge(*d.read(thread)[:2]) if op["how"] == "forged" else None
-            print("  " + tamper.tamper(d, thread, op["how"], SPEC["tamper"], forged))
-            outcome = "ok"
-        else:
-            outcome = "ok"
-        if kind in ("start", "resume", "race", "recover", "twin_recover", "fork"):
-            hooks.run_returned()
-    except Exception as exc:
-        outcome = f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    for call in d.calls:
-        print(f"  langgraph: {call}")
-    print(f"  outcome: {outcome}", flush=True)
-    try:
-        show(d, branch)
-    except Exception as exc:
-        print(f"  state of {branch}: unreadable ({type(exc).__name__}: {exc})")
+def task_body_crashing(t):
+    """``task_body_bad_output``, with the points where a run may be made to fail."""
+    crash_point(t, "before its effect")
+    value = interrupt({"task": t}) if t in GATES else None
+    effect(t, value)
+    crash_point(t, "after its effect")
+    return ("<bad>" if t == BAD_OUTPUT else t), value
 
 
-def child(argv):
-    workdir, index = argv[0], int(argv[1])
-    package(os.path.join(workdir, ".pkg"))
-    d = open_driver(workdir)
-    if len(argv) > 2:  # a racer
-        apply(d, dict(OPS[index], value=argv[2]), int(argv[3]), int(argv[4]))
+def build_graph(checkpointer, body):
+    """One node per task, t1 -> t2 -> ... -> tN; ``body(t)`` is task t's work."""
+    def node(t):
+        def run(state):
+            output, value = body(t)
+            return {"done": [output], **({"answers": {t: value}} if value is not None else {})}
+        return run
+    builder = StateGraph(State).add_sequence([(f"t{t}", node(t)) for t in range(1, N + 1)])
+    return builder.add_edge(START, "t1").compile(checkpointer=checkpointer)
+
+
+def build_entrypoint(checkpointer, body):
+    """An @entrypoint calling one @task per task; ``body(t)`` is task t's work."""
+    @task
+    def step(t):
+        output, value = body(t)
+        return {"task": t, "done": output, "answer": value}
+
+    @entrypoint(checkpointer=checkpointer)
+    def graph(inputs):
+        results = [step(t).result() for t in range(1, N + 1)]
+        return {"done": [r["done"] for r in results],
+                "answers": {r["task"]: r["answer"] for r in results if r["answer"] is not None}}
+    return graph
+
+
+def sqlite_saver():
+    path = os.path.join(WORKDIR, "checkpoints.sqlite")
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+
+
+def corrupt(config):
+    """Overwrite a stored checkpoint and its pending writes, in the SQLite file, with bytes
+    that msgpack never decodes (0xc1 is a code it reserves)."""
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    db.execute("UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+               (b"\xc1" * 16, *where))
+    db.execute("UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_id = ? "
+               "AND type = 'msgpack'", (b"\xc1" * 16, *where))
+    db.close()
+
+
+def forge(config, done, answers):
+    """Write, in the SQLite file, state the run never produced into a stored checkpoint: its
+    channels now hold ``done`` and ``answers`` (encoded with the saver's own serializer)."""
+    where, serde = (config["configurable"]["thread_id"],
+                    config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
+    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    row = db.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? "
+                     "AND checkpoint_id = ?", where).fetchone()
+    stored = serde.loads_typed(tuple(row))
+    stored["channel_values"].update(done=done, answers=answers)
+    db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
+               "AND checkpoint_id = ?", (*serde.dumps_typed(stored), *where))
+    db.close()
+
+
+def checkpoint(thread_id, k):
+    """The config of the k-th checkpoint LangGraph saved in this thread (0: the first)."""
+    history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
+    return history[::-1][k].config
+
+
+def outcome(result):
+    return "interrupted" if isinstance(result, dict) and "__interrupt__" in result else "completed"
+
+
+def read_state(snapshot):
+    """Tasks done, answers and the pending interrupt, as the snapshot has them."""
+    if snapshot is None:
+        return {"done": [], "answers": {}, "pending": None}
+    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    done, answers = list(values.get("done", [])), dict(values.get("answers", {}))
+    for t in snapshot.tasks:  # @task results stored in an interrupted run
+        if isinstance(t.result, dict) and "task" in t.result and t.result["done"] not in done:
+            done.append(t.result["done"])
+            if t.result["answer"] is not None:
+                answers[t.result["task"]] = t.result["answer"]
+    pending = [i.value["task"] for i in snapshot.interrupts]
+    return {"done": sorted(done, key=repr), "answers": {str(t): v for t, v in answers.items()},
+            "pending": pending[0] if pending else None}
+
+
+# -- composing it ----------------------------------------------------------------------------------
+
+
+def _source(*objects) -> str:
+    return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
+
+
+def reproduction(variant, workflow, evidence) -> str | None:
+    options = dict(variant.options)
+    if (options.get("saver") not in ("memory", "sqlite") or options.get("state", "typed") != "typed"
+            or any(op.name not in SUPPORTED_OPS for op in evidence.ops[: evidence.step + 1])):
+        return None
+    ops = evidence.ops[: evidence.step + 1]
+    if any(op.name == "race" and op.forced for op in ops):
+        return None  # racers held until all have read: needs a saver that blocks (harness)
+    check = check_for(evidence, state_readable=True,
+                      outcome_readable=ops[-1].name != "race")
+    if check is None:
+        return None
+    body = (task_body_crashing if any(getattr(op, "crash", None) for op in ops) else
+            task_body_bad_output if any(getattr(op, "bad_output", None) for op in ops)
+            else task_body)
+    steps = []
+    for i, op in enumerate(ops):
+        calls = [src for kind, src in evidence.calls[i] if kind == "call"]
+        reads = [src for kind, src in evidence.calls[i] if kind == "read"]
+        if any("<unknown" in c for c in calls + reads):
+            return None  # a checkpoint the script cannot name
+        if op.name not in ("query", "race") and not calls:
+            return None  # the adapter failed before any framework call: nothing to repeat
+        crash = getattr(op, "crash", None)
+        observed = evidence.observed[i] if i < len(evidence.observed) else None
+        racers = ()
+        if op.name == "race":
+            if len(calls) != len(op.values):
+                return None  # a racer that made no call, or more than one
+            racers, calls = tuple((c,) for c in calls), []
+        steps.append(Step(
+            comment=op_words(op, observed),
+            racers=racers,
+            calls=tuple(calls) if op.name != "query" else (),  # a read: the check does it
+            crash=(crash.task, crash.phase, crash.kind) if crash else None,
+            bad_output=getattr(op, "bad_output", None),
+            guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
+            observed=i == evidence.step,
+            child_setup=_child_setup(options, body.__name__),
+        ))
+        if i == evidence.step and check.aspect == "state":
+            read = reads[-1] if reads else "None"
+            check = _with_state(check, f"read_state({read})")
+    build = build_graph if options["api"] == "graph" else build_entrypoint
+    glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
+            *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
+              if body is not task_body else []),
+            f"graph = {build.__name__}({_saver(options)}, {body.__name__})"]
+    parts = [State] if options["api"] == "graph" else []
+    calls = " ".join(c for step in steps for c in step.calls) + " " + check.state_src
+    readers = [f for f in (corrupt, forge, checkpoint, outcome, read_state)
+               if f.__name__ + "(" in calls
+               or (f is outcome and check.aspect == "outcome")]
+    savers = [sqlite_saver] if options["saver"] == "sqlite" else []
+    workflow_src = "\n".join([_source(*parts, body, build, *savers, *readers), *glue])
+    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
+    return Script(
+        header=header("LangGraph", variant.description, evidence,
+                      " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)),
+        imports=_imports(options, "Command(" in calls),
+        workflow_src=workflow_src,
+        steps=tuple(steps),
+        check=check,
+        stdlib=("os", "sqlite3") if options["saver"] == "sqlite" else (),
+    ).source()
+
+
+def _with_state(check, state_src):
+    from dataclasses import replace
+
+    return replace(check, state_src=state_src)
+
+
+def _saver(options) -> str:
+    return "sqlite_saver()" if options["saver"] == "sqlite" else "InMemorySaver()"
+
+
+def _child_setup(options, body: str) -> tuple:
+    if options["saver"] == "memory":
+        return ()  # the child works on its copy of the parent's memory: lost when it dies
+    build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
+    return ("global graph", f"graph = {build}(sqlite_saver(), {body})  # the child's own connection")
+
+
+def _imports(options, command: bool) -> tuple:
+    out = ["import operator", "from typing import Annotated, TypedDict"] if options["api"] == "graph" else []
+    if options["api"] == "graph":
+        out += ["from langgraph.graph import START, StateGraph"]
     else:
-        apply(d, OPS[index])
-    d.store.release()
+        out += ["from langgraph.func import entrypoint, task"]
+    if options["saver"] == "memory":
+        out.append("from langgraph.checkpoint.memory import InMemorySaver")
+    else:
+        out.append("from langgraph.checkpoint.sqlite import SqliteSaver")
+    out += [f"from langgraph.types import {'Command, ' if command else ''}interrupt"]
+    return tuple(out)
 
 
-def run_child(args, **kw):
-    proc = subprocess.run([sys.executable, HERE, "--child", *args], **kw)
-    if proc.returncode == -signal.SIGKILL:
-        print("  (the process was killed with SIGKILL)")
-    elif proc.returncode:
-        print(f"  (the process exited with {proc.returncode})")
-
-
-def race(workdir, index, values):
-    ready_r, ready_w = os.pipe()
-    gos = [os.pipe() for _ in values]
-    procs = []
-    for (go_r, go_w), value in zip(gos, values):
-        procs.append(subprocess.Popen(
-            [sys.executable, HERE, "--child", workdir, str(index), value, str(ready_w), str(go_r)],
-            pass_fds=(ready_w, go_r)))
-    for _ in values:  # every racer has read the interrupted checkpoint
-        os.read(ready_r, 1)
-    for _, go_w in gos:
-        os.write(go_w, b"g")
-    for p in procs:
-        p.wait()
-
-
-def twin(workdir, index):
-    from lgrepro import stores
-    copy = tempfile.mkdtemp(prefix="twin-")
-    d = open_driver(workdir)
-    d.store.clone(copy)
-    import shutil
-    shutil.copyfile(os.path.join(workdir, "sidetable.json"), os.path.join(copy, "sidetable.json"))
-    d.store.release()
-    for where in (workdir, copy):
-        print(f"  recover on {'the original' if where == workdir else 'the copy'}:")
-        run_child([where, str(index)])
-    return copy
-
-
-def main():
-    if sys.argv[1:2] == ["--child"]:
-        return child(sys.argv[2:])
-    workdir = tempfile.mkdtemp(prefix="langgraph-repro-")
-    package(os.path.join(workdir, ".pkg"))
-    print(f"LangGraph repro, variant {VARIANT}; store in {workdir}")
-    in_process = open_driver(workdir) if SPEC["saver"] == "memory" else None
-    extra = []
-    try:
-        for i, op in enumerate(OPS):
-            print(f"op {i}: {json.dumps(op)}", flush=True)
-            if in_process is not None:
-                if op["op"] in ("race", "twin_recover"):
-                    print("  (not expressible on the memory saver)")
-                    continue
-                apply(in_process, op)
-            elif op["op"] == "race":
-                race(workdir, i, op["values"])
-            elif op["op"] == "twin_recover":
-                extra.append(twin(workdir, i))
-            else:
-                run_child([workdir, str(i)])
-    finally:
-        if SPEC["saver"] == "postgres":
-            from lgrepro import stores
-            for where in [workdir, *extra]:
-                stores.drop_postgres(where)
-
-
-'''
-
-FOOTER = '''
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def write_script(variant: Variant, workflow: Workflow, ops) -> str:
-    here = Path(__file__).parent
-    sources = {name: (here / name).read_text() for name in EMBEDDED}
-    spec = spec_for(variant, workflow)
-    spec_json = {**spec, "gates": sorted(spec["gates"])}
-    versions = []
-    for dist in PINNED:
-        try:
-            versions.append(f"{dist}=={metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
-    op_docs = [op.to_json() for op in ops]
-    header = (
-        "#!/usr/bin/env python3\n"
-        f'"""LangGraph repro: variant {variant.name}.\n\n'
-        f"{variant.description}.\n"
-        f"Workflow: {workflow.n} tasks, gates {sorted(workflow.gates)}, "
-        f"values {list(workflow.values)}.\n"
-        f"Versions: {' '.join(versions)}\n\n"
-        f"Install: pip install {' '.join(repr(v) for v in versions)}\n"
-        "Run:     python this_file.py   (PostgreSQL variants: RESUMEFUZZ_PG_DSN, default "
-        "postgresql://postgres@127.0.0.1:5432/postgres)\n"
-        + (f"Custom store: the factory {spec['store_factory']} builds the saver; its module and "
-           "resumefuzz (adapters.storefactory) must be importable.\n"
-           if spec.get("saver") == "custom" else "")
-        + '"""\n'
-        "import json\n"
-        "import os\n"
-        "for _k, _v in {'LANGSMITH_TRACING': 'false', 'LANGCHAIN_TRACING_V2': 'false', "
-        "'LANGSMITH_OTEL_ENABLED': 'false', 'OTEL_SDK_DISABLED': 'true'}.items():\n"
-        "    os.environ.setdefault(_k, _v)\n\n"
-        f"VARIANT = {variant.name!r}\n"
-        f"SPEC = {pprint.pformat(spec_json, width=96, sort_dicts=False)}\n"
-        "SPEC['gates'] = set(SPEC['gates'])\n"
-        "# The trace, one operation a line (crash points fire inside the named task).\n"
-        "OPS = [\n" + "".join(f"    {doc!r},\n" for doc in op_docs) + "]\n"
-    )
-    embedded = ("\n\n# The adapter's standalone modules "
-                "(LangGraph, psycopg and the standard library only).\n")
-    embedded += "SOURCES = {}\n"
-    for name, text in sources.items():
-        assert "\'\'\'" not in text and not text.endswith("\\")
-        embedded += f"SOURCES[{name!r}] = r\'\'\'{text}\'\'\'\n"
-    return header + MAIN + embedded + FOOTER
+__all__ = ["reproduction", "thread_label"]

@@ -56,7 +56,12 @@ class PydanticGraphAdapter(Adapter):
     def cleanup(self, variant: Variant, workdir: Path) -> None:
         """Nothing lives outside ``workdir``: the files are the engine's to remove."""
 
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence):
+        from .repro import reproduction
+
+        return reproduction(variant, workflow, evidence)
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops):
-        from .repro import repro_script
+        from .repro_legacy import repro_script
 
         return repro_script(variant, workflow, ops)

@@ -34,7 +34,9 @@ from adapters.protocol import (
     Variant,
     Workflow,
     forge,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 
 from .store import FileStore, MemoryStore, durable_of
 from .workflow_graph import Deps, WfState, build
@@ -87,6 +89,20 @@ class PydanticGraphCase(Case):
             return await self._fork(op, deps)
         raise TypeError(f"Case.run does not take {op.name!r}")
 
+    # -- the call log (repro scripts): each call as a user writes it, names from repro.py ------
+    def _rec(self, source: str) -> None:
+        record_call(self.workdir, source)
+
+    def _p(self, var: str, thread: str) -> None:
+        """Record how the script gets ``thread``'s persistence into the variable ``var``."""
+        kind = "file_persistence" if self.backend == "file" else "memory_persistence"
+        self._rec(f"{var} = {kind}({thread_label(thread)!r})")
+
+    def _node(self, task: int, answer=None) -> str:
+        if self.built.shape != "single":
+            return "<unknown: the classes shape>"
+        return f"Task({task}" + (f", answer={answer!r})" if answer is not None else ")")
+
     async def _drive(self, run) -> str:
         """Run nodes until the run ends or the next node is an unanswered gate."""
         from pydantic_graph import End
@@ -94,17 +110,23 @@ class PydanticGraphCase(Case):
         while True:
             node = run.next_node
             if isinstance(node, End):
+                self._rec("    outcome(run.next_node)")
                 return "completed"
             if self.built.is_unanswered_gate(node):
+                self._rec("    outcome(run.next_node)")
                 return "interrupted"
+            self._rec("    await run.next()")
             await run.next()
 
     async def _start(self, thread: str, deps: Deps) -> str:
         p = self.store.persistence(thread, create=True)
+        self._p("p", thread)
         first = self.built.node(1)
         if self.built.is_unanswered_gate(first):
+            self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
             await self.graph.initialize(first, p, state=WfState())
             return "interrupted"
+        self._rec(f"async with graph.iter({self._node(1)}, state=State(), persistence=p) as run:")
         async with self.graph.iter(first, state=WfState(), deps=deps, persistence=p) as run:
             return await self._drive(run)
 
@@ -119,8 +141,11 @@ class PydanticGraphCase(Case):
     async def _resume_ifp(self, op: Resume, deps: Deps) -> str:
         """``iter_from_persistence``; the answer goes on the restored gate node."""
         p = self.store.persistence(op.thread)
+        self._p("p", op.thread)
+        self._rec("async with graph.iter_from_persistence(p) as run:")
         async with self.graph.iter_from_persistence(p, deps=deps) as run:
             self._check_gate(run.next_node, op)
+            self._rec(f"    run.next_node.answer = {op.value!r}")
             run.next_node.answer = op.value
             return await self._drive(run)
 
@@ -130,11 +155,15 @@ class PydanticGraphCase(Case):
         ``load_next() is None`` starts a fresh run (their first invocation); ``start`` is ours,
         so here that is a refusal."""
         p = self.store.persistence(op.thread)
+        self._p("p", op.thread)
+        self._rec("snapshot = await p.load_next()")
         snapshot = await p.load_next()
         if snapshot is None:
             raise NothingPending("load_next() found no snapshot to run")
         task = self._check_gate(snapshot.node, op)
         node = self.built.node(task, answer=op.value)
+        self._rec(f"async with graph.iter({self._node(task, op.value)}, state=snapshot.state, "
+                  "persistence=p) as run:")
         async with self.graph.iter(node, state=snapshot.state, deps=deps, persistence=p) as run:
             return await self._drive(run)
 
@@ -142,12 +171,15 @@ class PydanticGraphCase(Case):
         """The latest snapshot, read through the framework (``load_all``; Simple has none, its
         ``last_snapshot`` field is the whole store)."""
         if self.backend == "simple":
+            self._rec("last = p.last_snapshot")
             return p.last_snapshot
+        self._rec("last = (await p.load_all())[-1]")
         snapshots = await p.load_all()
         return snapshots[-1] if snapshots else None
 
     async def _recover(self, thread: str, deps: Deps) -> str:
         p = self.store.persistence(thread)
+        self._p("p", thread)
         last = await self._last(p, thread)
         if last is None:
             raise NothingToRecover(f"nothing persisted for {thread!r}")
@@ -160,9 +192,12 @@ class PydanticGraphCase(Case):
                 return "completed"
             if last.status != "created":
                 node = self.built.fresh_copy(last.node)
+                again = self._node(self.built.task_of(node), getattr(node, "answer", None))
+                self._rec(f"await graph.initialize({again}, p, state=last.state)")
                 await self.graph.initialize(node, p, state=last.state)
                 if self.built.is_unanswered_gate(node):
                     return "interrupted"  # the gate is asked again
+        self._rec("async with graph.iter_from_persistence(p) as run:")
         async with self.graph.iter_from_persistence(p, deps=deps) as run:
             return await self._drive(run)
 
@@ -171,6 +206,8 @@ class PydanticGraphCase(Case):
         source = self.store.persistence(op.thread)
         if self.backend == "simple":  # pragma: no cover - declared n/a
             raise NotImplementedError("SimpleStatePersistence keeps no earlier checkpoint")
+        self._p("source", op.thread)
+        self._rec("snapshots = await source.load_all()")
         snapshots = await source.load_all()
         checkpoint = next(
             (s for s in reversed(snapshots)
@@ -180,6 +217,10 @@ class PydanticGraphCase(Case):
         if checkpoint is None:
             raise LookupError(f"no snapshot of {op.thread!r} has gate {op.gate} next")
         target = self.store.persistence(op.new_thread, create=True)
+        self._p("p", op.new_thread)
+        self._rec(f"await graph.initialize({self._node(op.gate, op.value)}, p, "
+                  f"state=snapshots[{snapshots.index(checkpoint)}].state)")
+        self._rec("async with graph.iter_from_persistence(p) as run:")
         await self.graph.initialize(
             self.built.node(op.gate, answer=op.value), target, state=checkpoint.state
         )
@@ -191,6 +232,7 @@ class PydanticGraphCase(Case):
         return self.store.query(thread)
 
     def tamper(self, thread: str, how: str) -> None:
+        self._rec("<unknown: a tamper is not written as a script yet>")
         if how == "corrupt":
             if self.backend != "file":
                 raise NotImplementedError("an in-memory store has no bytes to corrupt")

@@ -205,7 +205,8 @@ def test_clone_store_is_byte_identical(harness, tmp_path):
     dest.mkdir()
     h.case.clone_store(dest)
     files = sorted(p.name for p in h.workdir.iterdir())
-    assert files == sorted(p.name for p in dest.iterdir()) and len(files) == 3  # 2 runs + table
+    assert files == sorted(p.name for p in dest.iterdir())
+    assert len(files) == 4  # 2 runs + table + the call log (calls.jsonl, for repro scripts)
     for name in files:
         assert (h.workdir / name).read_bytes() == (dest / name).read_bytes()
     twin = h.adapter.open(h.variant, GATED, dest)

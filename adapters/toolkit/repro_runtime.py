@@ -1,0 +1,112 @@
+"""The runtime a reproduction script carries: standard library only, copied into each script.
+
+``adapters.toolkit.script.Script`` pastes the names a script needs from this file (functions with
+``inspect.getsource``, constants by their assignment), so every script stays standalone (``python
+repro.py`` needs the framework and nothing of resumefuzz) and every line of it is real, tested
+code here.  Names are chosen for a framework maintainer reading the script: a task's *effect* (a
+row in a SQLite file, so it survives a SIGKILL), a *crash point* inside a task (an exception, or
+the process killing itself), a call run *in a child process*.
+"""
+
+import os
+import signal
+import sqlite3
+import sys
+import tempfile
+
+WORKDIR = tempfile.mkdtemp(prefix="repro-")
+EFFECTS = os.path.join(WORKDIR, "effects.sqlite")
+CRASH = None  # where the current call dies: (task, moment, "exception" | "sigkill")
+
+
+def effect(task, value):
+    """The task's one external effect (an email sent, say): a row in a SQLite file."""
+    with sqlite3.connect(EFFECTS) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS effects (task, value)")
+        db.execute("INSERT INTO effects VALUES (?, ?)", (task, value))
+
+
+def effects():
+    """Every effect fired so far, in order, as ``(task, value)``."""
+    with sqlite3.connect(EFFECTS) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS effects (task, value)")
+        return db.execute("SELECT task, value FROM effects ORDER BY rowid").fetchall()
+
+
+def observe(call):
+    """Run ``call()``, which returns the run's outcome; return it and the effects fired."""
+    before = len(effects())
+    try:
+        status = call()
+    except (NameError, ImportError):  # a mistake in this script, not the framework's answer
+        raise
+    except Exception as exc:  # the framework refused, or a task failed at the crash point
+        status = "crashed" if type(exc).__name__ == "Crash" else "rejected"
+        print(f"raised {type(exc).__name__}: {exc}")
+    return status, effects()[before:]
+
+
+def verdict(what, observed, allowed):
+    """Exit 1 (the defect shows) when ``observed`` is none of the ``allowed`` values, else 0."""
+    print("no defect" if observed in allowed else "DEFECT SHOWS", f"- {what}: {observed!r}; allowed: {allowed!r}")
+    sys.exit(0 if observed in allowed else 1)
+
+
+class Crash(Exception):
+    """What a task raises at the chosen crash point: a stand-in for a bug in the task."""
+
+
+def crash_point(task, moment):
+    """Fail here if the current call dies at ``(task, moment)``: raise ``Crash``, or SIGKILL.
+    A task that dies "after it completed" dies when the next task starts."""
+    if CRASH is None:
+        return
+    after = CRASH[1] == "after it completed" and moment == "before its effect"
+    if tuple(CRASH[:2]) == (task, moment) or (after and task == CRASH[0] + 1):
+        if CRASH[2] == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise Crash(f"task {CRASH[0]} fails {CRASH[1]}")
+
+
+def observe_crashing(call, crash):
+    """``observe(call)``, the run dying at ``crash``: ``(task, moment, how)``.  A task that dies
+    "after it completed" and was the last to run dies once ``call()`` has returned."""
+    global CRASH
+    CRASH = crash
+
+    def run():
+        before = len(effects())
+        status = call()
+        if crash[1] == "after it completed" and crash[0] in [t for t, _ in effects()[before:]]:
+            crash_point(*crash[:2])
+        return status
+    try:
+        return observe(run)
+    finally:
+        CRASH = None
+
+
+def in_child(call, crash):
+    """Run ``call()`` in a forked child process that SIGKILLs itself at ``crash``."""
+    pid = os.fork()
+    if pid == 0:
+        observe_crashing(call, crash)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("the child process", "was killed" if os.WIFSIGNALED(status) else "exited")
+
+
+def race(*calls):
+    """Run each call in its own forked child process, all released at once; wait for all."""
+    go_read, go_write = os.pipe()
+    children = []
+    for call in calls:
+        pid = os.fork()
+        if pid == 0:
+            os.read(go_read, 1)  # wait until every racer exists
+            observe(call)
+            os._exit(0)
+        children.append(pid)
+    os.write(go_write, b"go" * len(calls))
+    for pid in children:
+        os.waitpid(pid, 0)

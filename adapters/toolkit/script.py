@@ -1,0 +1,344 @@
+"""Compose a standalone reproduction script: ``Script(...).source()``.
+
+An adapter's ``repro.py`` supplies the parts in its framework's terms: the workflow definition
+(source of real functions of its own, taken with ``inspect.getsource``), the framework calls it
+recorded while replaying the trace, one ``Step`` per operation, and the ``Check`` of the step
+that diverged.  This module adds the runtime functions the steps need (``repro_runtime.py``, by
+name) and the few glue lines that run a step: straight lines when the step can neither fail nor
+crash, ``observe(step_n)`` around one that may, ``in_child(step_n, ...)`` for a SIGKILL.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from dataclasses import dataclass
+
+from . import repro_runtime, repro_runtime_local
+
+MOMENTS = {"before_effect": "before its effect", "in_flight": "after its effect",
+           "after_commit": "after it completed"}
+
+
+def crash_spot(crash) -> tuple | None:
+    """``(task, phase, kind)`` -> what the script's ``crash_point`` takes: ``(task, moment,
+    kind)``; a task that dies "after it completed" dies when the next task starts or, if it is
+    the last to run, once the call has returned (the engine's after_commit)."""
+    if crash is None:
+        return None
+    task, phase, kind = crash
+    return (task, MOMENTS[phase], kind)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One operation: ``calls`` are Python statements, as the adapter recorded them."""
+
+    comment: str
+    calls: tuple = ()
+    crash: tuple | None = None  # (task, moment, "exception" | "sigkill"), moment from MOMENTS
+    guarded: bool = False  # the framework may raise here: run it through observe()
+    observed: bool = False  # the step the check looks at
+    child_setup: tuple = ()  # statements a child process runs first (its own connection)
+    bad_output: int | None = None  # this task writes a value outside the state schema
+    racers: tuple = ()  # a race: each racer's statements, run at once in child processes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """What the diverging step must show: ``aspect`` is ``outcome``, ``effects`` (the
+    ``(task, value)`` rows it fired, sorted) or ``state`` (``state_src`` evaluated after it)."""
+
+    aspect: str
+    allowed: tuple
+    expected: str
+    observed: str
+    state_src: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Script:
+    header: str  # the docstring: the defect, versions, how to run
+    imports: tuple  # import statements of the framework (the runtime's are added)
+    workflow_src: str  # the workflow definition and the small readers the calls use
+    steps: tuple
+    check: Check
+    stdlib: tuple = ()  # standard-library modules the workflow definition imports
+    asynchronous: bool = False  # the calls are awaited: each step is an ``async def``
+
+    def source(self) -> str:
+        crashes = [s.crash for s in self.steps if s.crash]
+        raced = any(s.racers for s in self.steps)
+        killed = raced or any(c[2] == "sigkill" for c in crashes)
+        names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else [])}
+        if killed or "WORKDIR" in self.workflow_src:
+            names.append("WORKDIR")
+            imports |= {"os", "tempfile"}
+        if killed:  # the effect log must survive the process (or be shared by several): SQLite
+            names += ["EFFECTS", "effect", "effects"]
+            imports.add("sqlite3")
+        else:
+            names += ["local:EFFECTS", "local:effect", "local:effects"]
+        names += ["observe"] if raced or any(map(self._observes, self.steps)) else []
+        names += ["verdict"]
+        if crashes or "crash_point(" in self.workflow_src:
+            names += ["CRASH", "Crash", "crash_point"]
+            imports |= {"os", "signal"}
+        if crashes:
+            names.append("observe_crashing")
+        if any(c[2] == "sigkill" for c in crashes):
+            names.append("in_child")
+        if raced:
+            names.append("race")
+            imports.add("os")
+        body = [f'"""{self.header.strip()}\n"""', "import " + ", ".join(sorted(imports)),
+                *self.imports]
+        body += [snippet(name) for name in names]
+        body += [self.workflow_src.strip()]
+        for i, step in enumerate(self.steps, 1):
+            body += self._step(i, step)
+        body += ["", f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
+        body += self._check()
+        return "\n".join(body).rstrip() + "\n"
+
+    def _step(self, i: int, step: Step) -> list:
+        if step.bad_output is None:
+            return self._run_step(i, step)
+        return [f"BAD_OUTPUT = {step.bad_output!r}", *self._run_step(i, step), "BAD_OUTPUT = None"]
+
+    def _run_step(self, i: int, step: Step) -> list:
+        lines = [f"# {i}. {step.comment}"]
+        if not (step.calls or step.racers or step.observed):
+            return lines  # a read (or nothing the framework is asked): the comment says it
+        if step.racers:
+            names = []
+            for r, calls in enumerate(step.racers, 1):
+                names.append(f"racer_{r}")
+                lines += [f"def racer_{r}():", *(f"    {c}" for c in step.child_setup),
+                          *(f"    {c}" for c in calls)]
+            run = f"race({', '.join(names)})"
+            if not step.observed:
+                return lines + [run]
+            return lines + ["before = len(effects())", run,
+                            "status, fired = 'completed', effects()[before:]"]
+        spot = crash_spot(step.crash)
+        crash = repr(spot) if spot else ""
+        if not self._observes(step):
+            calls = list(step.calls)
+            if self.asynchronous:
+                lines += [f"async def step_{i}():", *(f"    {c}" for c in calls)]
+                calls = [f"asyncio.run(step_{i}())"]
+            if step.observed:  # the effects it fires are all the check needs
+                return lines + ["before = len(effects())", *calls, "fired = effects()[before:]"]
+            return lines + calls
+        calls = list(step.calls) or ["pass"]
+        sigkill = step.crash is not None and step.crash[2] == "sigkill"
+        if step.observed and not sigkill and self.check.aspect == "outcome":
+            calls = _returning(calls)
+        if sigkill:
+            lines += [f"def step_{i}():", *(f"    {c}" for c in step.child_setup)]
+            lines += [f"    {c}" for c in calls]
+            if not step.observed:
+                return lines + [f"in_child(step_{i}, {crash})"]
+            return lines + ["before = len(effects())", f"in_child(step_{i}, {crash})",
+                            "status, fired = 'crashed', effects()[before:]"]
+        lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
+                  *(f"    {c}" for c in calls)]
+        target = "status, fired = " if step.observed else ""
+        call = f"lambda: asyncio.run(step_{i}())" if self.asynchronous else f"step_{i}"
+        run = f"observe_crashing({call}, {crash})" if crash else f"observe({call})"
+        lines.append(target + run)
+        return lines
+
+    def _observes(self, step: Step) -> bool:
+        """Does the step run through ``observe`` (it may raise, or its outcome is checked)?"""
+        return bool(step.crash or step.guarded or (step.observed and self.check.aspect == "outcome"))
+
+    def _check(self) -> list:
+        c = self.check
+        allowed = repr(sorted(c.allowed, key=repr))
+        if c.aspect == "outcome":
+            return [f"verdict('outcome', status, {allowed})"]
+        if c.aspect == "effects":  # lists of (task, value) tuples, as the script's log has them
+            rows = [sorted(map(tuple, a), key=repr) for a in c.allowed]
+            return [f"verdict('effects fired', sorted(fired, key=repr), {sorted(rows, key=repr)!r})"]
+        return [f"verdict('stored state', {c.state_src}, {allowed})"]
+
+
+def _returning(calls: list) -> list:
+    """The step's statements, its last expression returned through the workflow's
+    ``outcome(result)`` ("interrupted" or "completed"), at the last line's indentation."""
+    text = calls[-1].lstrip()
+    indent = calls[-1][: len(calls[-1]) - len(text)]
+    try:
+        last = ast.parse(text).body[0]
+    except SyntaxError:  # the header of a block ("async with ...:"): the block is empty
+        return calls + [indent + "    pass", "return 'completed'"]
+    if not isinstance(last, ast.Expr):
+        return calls + ["return 'completed'"]
+    value = last.value
+    is_outcome = (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                  and value.func.id == "outcome")
+    if not is_outcome:
+        value = ast.Call(ast.Name("outcome", ast.Load()), [value], [])
+    return calls[:-1] + [indent + ast.unparse(ast.Return(value))]
+
+
+def snippet(name: str) -> str:
+    """The source of ``name`` in ``repro_runtime`` (``local:name``: in ``repro_runtime_local``):
+    a function or class, or a module-level assignment (``"A, B"`` names the assignment whose
+    targets are those).  Docstrings are left out: the script is short, the names say it."""
+    module = repro_runtime
+    if name.startswith("local:"):
+        module, name = repro_runtime_local, name.partition(":")[2]
+    obj = getattr(module, name.split(",")[0].strip(), None)
+    if inspect.isfunction(obj) or inspect.isclass(obj):
+        return without_docstring(inspect.getsource(obj))
+    text = inspect.getsource(module)
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]).strip("()") == name:
+            return ast.get_source_segment(text, node)
+    raise KeyError(f"{module.__name__} has no {name!r}")
+
+
+def without_docstring(source: str) -> str:
+    """``source`` of one function or class without its docstring and blank lines (``pass`` if
+    nothing is left)."""
+    source = "\n".join(line for line in source.splitlines() if line.strip())  # no blank lines
+    node = ast.parse(source).body[0]
+    doc = node.body[0] if node.body else None
+    if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)):
+        return source.rstrip()
+    lines = source.splitlines()
+    after = doc.end_lineno + (doc.end_lineno < len(lines) and not lines[doc.end_lineno].strip())
+    rest = lines[: doc.lineno - 1] + lines[after:]
+    if len(node.body) == 1:
+        rest.insert(doc.lineno - 1, lines[doc.lineno - 1][: doc.col_offset] + "pass")
+    return "\n".join(rest).rstrip()
+
+
+def line_count(source: str) -> int:
+    return len(source.splitlines())
+
+
+# -------------------------------------------------------------------------------------------------
+# The check and the words: shared by every adapter, in the terms a framework maintainer uses.
+# -------------------------------------------------------------------------------------------------
+
+
+def thread_label(thread: str) -> str:
+    """A harness thread's name as a user would write it: ``t0`` -> ``run-1``, ``f2`` ->
+    ``branch-2`` (the fuzzer's names are its own; scripts and reports use these)."""
+    if thread[:1] == "t" and thread[1:].isdigit():
+        return f"run-{int(thread[1:]) + 1}"
+    if thread[:1] == "f" and thread[1:].isdigit():
+        return f"branch-{thread[1:]}"
+    return thread
+
+
+def ran(effects) -> str:
+    """``[(1, "a"), (2, None)]`` -> "task 1 ran with 'a', task 2 ran"."""
+    words = [f"task {t} ran" + (f" with {v!r}" if v is not None else "") for t, v in effects]
+    return ", ".join(words) or "no task ran"
+
+
+OUTCOME_WORDS = {"interrupted": "stops at an interrupt", "completed": "runs to the end",
+                 "rejected": "raises an error", "crashed": "dies at the crash point",
+                 "ok": "succeeds", "stuck": "never returns"}
+
+
+TAMPER_WORDS = {"corrupt": "bytes that do not decode",
+                "invalid": "content outside the state schema",
+                "forged": "well-formed content the run never produced"}
+
+
+def state_value(view) -> dict | None:
+    """A ``StateView`` as a script's state reader returns it: done, answers, pending."""
+    if view is None:
+        return None
+    doc = view.to_json()
+    return {"done": doc["done"], "answers": doc["answers"], "pending": doc["pending"]}
+
+
+def stored(state: dict) -> str:
+    done = ", ".join(map(str, state["done"])) or "none"
+    answers = ", ".join(f"task {t} answered {v!r}" for t, v in state["answers"].items())
+    pending = f"the interrupt of task {state['pending']} pending" if state["pending"] else "nothing pending"
+    return f"tasks done: {done}; {answers + '; ' if answers else ''}{pending}"
+
+
+def effect_rows(observation) -> list:
+    return sorted(((t, v) for _, t, v in observation.effects), key=repr)
+
+
+def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) -> Check | None:
+    """The one aspect of the diverging step that tells the observation apart from every allowed
+    one, simplest first: the outcome (unless the script cannot tell it, as in a race), the
+    effects fired, the stored state (when the script can read it).  ``None`` when none can (a stuck run: the script would hang)."""
+    observed, allowed = evidence.observed[evidence.step], evidence.allowed
+    if observed.outcome == "stuck" or not allowed:
+        return None
+    say = lambda values, words: " or ".join(dict.fromkeys(words(v) for v in values))  # noqa: E731
+    if outcome_readable and observed.outcome not in {a.outcome for a in allowed}:
+        values = tuple(dict.fromkeys(a.outcome for a in allowed))
+        return Check(aspect="outcome", allowed=values,
+                     expected="the call " + say(values, OUTCOME_WORDS.get),
+                     observed="the call " + OUTCOME_WORDS[observed.outcome]
+                     + (f" ({observed.error})" if observed.error else ""))
+    rows = effect_rows(observed)
+    allowed_rows = [effect_rows(a) for a in allowed]
+    if rows not in allowed_rows:
+        unique = [list(r) for r in dict.fromkeys(map(tuple, allowed_rows))]
+        return Check(aspect="effects", allowed=tuple(unique),
+                     expected=say(allowed_rows, ran), observed=ran(rows))
+    states = list({json.dumps(v, sort_keys=True): v for v in
+                   (state_value(a.state) for a in allowed if a.state is not None)}.values())
+    mine = state_value(observed.state)
+    if state_readable and mine is not None and states and mine not in states:
+        return Check(aspect="state", allowed=tuple(states),
+                     expected="stored afterwards: " + say(states, stored),
+                     observed="stored afterwards: " + stored(mine))
+    return None
+
+
+def header(framework: str, description: str, evidence, pins: str) -> str:
+    """The script's docstring: what it shows (the check's comment at the end says expected
+    versus observed), and how to run it."""
+    op = evidence.ops[evidence.step]
+    return "\n".join([
+        f"{evidence.category} in {framework} ({description}).",
+        f"Checks step {evidence.step + 1} ({op_words(op)}): exit 1 when the defect shows, 0 when "
+        f"not.  Needs: pip install {pins}",
+    ])
+
+
+def op_words(op, observed=None) -> str:
+    """What an operation does, in a user's words (``fork of run-1 at task 1's interrupt ...``)."""
+    thread = thread_label(op.thread)
+    text = {
+        "start": f"Start {thread}",
+        "resume": f"Resume {thread} with {getattr(op, 'value', '')!r}",
+        "recover": f"Continue {thread} after the failure",
+        "fork": f"Fork {thread} at the interrupt of task {getattr(op, 'gate', '')}, answering "
+                f"{getattr(op, 'value', '')!r}, as {thread_label(getattr(op, 'new_thread', ''))}",
+        "query": f"Read the state of {thread}",
+        "tamper": f"Alter the newest checkpoint of {thread} in the store, not through the API: "
+                  + TAMPER_WORDS.get(getattr(op, "how", ""), ""),
+        "race": f"{len(getattr(op, 'values', ()))} processes resume {thread} at once, with "
+                + " and ".join(map(repr, getattr(op, "values", ()))),
+    }.get(op.name, f"{op.name} {thread}")
+    if getattr(op, "bad_output", None) is not None:
+        text += f"; task {op.bad_output} writes a value outside the state schema"
+    crash = getattr(op, "crash", None)
+    if crash is not None:
+        how = "kills its process (SIGKILL)" if crash.kind == "sigkill" else "raises"
+        text += f"; task {crash.task} {how} {MOMENTS[crash.phase]}"
+    if observed is not None:
+        outcomes = observed.outcome.split("|")  # a race: one outcome per racer
+        text += ": " + (" / ".join(OUTCOME_WORDS.get(o, o) for o in outcomes))
+        rows = effect_rows(observed)
+        if rows:
+            text += f", {ran(rows)}"
+    return text

@@ -1,0 +1,169 @@
+"""Reproduction scripts for findings: record the adapter's calls, compose, verify by running.
+
+``reproduce(adapter, variant, trace, runs=3)`` replays the shrunk trace on the target once more,
+collecting the framework calls the adapter records (``adapters.protocol.record_call``) per
+operation, asks the adapter for its script (``Adapter.reproduction``, or the older unchecked
+``repro_script``), then runs the script ``runs`` times in a fresh interpreter (this one's
+``sys.executable``, without our ``PYTHONPATH``, so an import of resumefuzz would fail) and counts
+how often it exits 1: the defect showed.  The count goes into the corpus entry and the report.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.protocol import Evidence, read_calls
+from refmodel import InvalidOperation, World
+
+from .errors import EngineError
+from .judge import judge_step, model_for
+from .runner import Session, Settings
+
+SCRIPT_TIMEOUT = 120.0  # seconds one run of a script may take
+SHOWS = "DEFECT SHOWS"  # what a script's verdict() prints when it exits 1 for the defect
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reproduction:
+    script: str | None
+    checked: bool  # the script checks the defect (exit 1) rather than only printing
+    reproduces: tuple | None = None  # (k, n): exited 1 in k of n fresh runs
+    outputs: tuple = ()  # the last lines each run printed, for a reader chasing a 0/n
+
+    @property
+    def lines(self) -> int:
+        return len(self.script.splitlines()) if self.script else 0
+
+
+def allowed_steps(trace, caps=None, deviations=()) -> list:
+    """Per operation up to the finding's step, every observation the contract allows, judged
+    by the campaign's own comparison step (``judge.judge_step``: the adapter's tamper reach
+    ``caps``, its documented ``deviations``) on the observations the entry recorded, following
+    the branch the target took."""
+    model, world, history, out = model_for(trace.workflow, caps), World(), [], []
+    last = trace.finding.step if trace.finding is not None else len(trace.operations) - 1
+    for i, op in enumerate(trace.operations[: last + 1]):
+        if i >= len(trace.observations):
+            break
+        try:
+            judgement = judge_step(model, world, op, trace.observations[i], caps, deviations,
+                                   history)
+        except InvalidOperation:  # an op the model does not admit here: nothing more is known
+            break
+        out.append(judgement.allowed)
+        history.append((op, trace.observations[i], judgement.allowed))
+        world = judgement.world
+    return out
+
+
+def allowed_at(trace, caps=None, deviations=()) -> tuple:
+    """Every observation the contract allows at the finding's step."""
+    steps = allowed_steps(trace, caps, deviations)
+    return steps[trace.finding.step] if len(steps) > trace.finding.step else ()
+
+
+def record(adapter, variant, trace, op_timeout: float = 30.0) -> tuple:
+    """Replay the trace up to its finding's step; per operation, the calls the adapter logged."""
+    session = Session(adapter, variant, settings=Settings(op_timeout=op_timeout))
+    runner = session.case(trace.workflow)
+    out, seen = [], 0
+    try:
+        for op in trace.operations[: trace.finding.step + 1]:
+            try:
+                runner.apply(op)
+            except EngineError:
+                pass  # a tool error here only costs the calls of this op
+            calls = read_calls(runner.workdir)
+            out.append(tuple(calls[seen:]))
+            seen = len(calls)
+    finally:
+        runner.close()
+    return tuple(out)
+
+
+def evidence(trace, calls: tuple, caps=None, deviations=()) -> Evidence:
+    f = trace.finding
+    return Evidence(ops=tuple(trace.operations), calls=calls, observed=tuple(trace.observations),
+                    step=f.step, allowed=allowed_at(trace, caps, deviations),
+                    versions=dict(trace.versions), category=f.category, detail=f.detail)
+
+
+def script_for(adapter, variant, trace, calls: tuple | None = None) -> Reproduction:
+    """The adapter's checked script when it can write one, its older script otherwise."""
+    if trace.finding is not None and calls is not None:
+        proof = evidence(trace, calls, adapter.capabilities(variant), adapter.deviations(variant))
+        script = adapter.reproduction(variant, trace.workflow, proof)
+        if script:
+            return Reproduction(script=script, checked=True)
+    return Reproduction(script=adapter.repro_script(variant, trace.workflow, trace.operations),
+                        checked=False)
+
+
+def verify(script: str, runs: int, timeout: float = SCRIPT_TIMEOUT) -> tuple:
+    """Run ``script`` ``runs`` times in a fresh interpreter: ``(times it exited 1, last lines)``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    k, outputs = 0, []
+    with tempfile.TemporaryDirectory(prefix="resumefuzz-repro-") as tmp:
+        path = Path(tmp) / "repro.py"
+        path.write_text(script)
+        for _ in range(runs):
+            try:
+                done = subprocess.run([sys.executable, str(path)], cwd=tmp, env=env,
+                                      capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                outputs.append(f"did not finish within {timeout:.0f} s")
+                continue
+            # A traceback exits 1 too: only the check's own verdict counts.
+            k += done.returncode == 1 and SHOWS in done.stdout
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            outputs.append(f"exit {done.returncode}: " + " / ".join(tail))
+    return k, tuple(outputs)
+
+
+def reproduce(adapter, variant, trace, runs: int = 3, op_timeout: float = 30.0) -> Reproduction:
+    """Record, compose and (for a checked script, ``runs`` > 0) verify."""
+    calls = record(adapter, variant, trace, op_timeout) if trace.finding is not None else None
+    repro = script_for(adapter, variant, trace, calls)
+    if not (repro.checked and runs > 0):
+        return repro
+    k, outputs = verify(repro.script, runs)
+    return Reproduction(script=repro.script, checked=True, reproduces=(k, runs), outputs=outputs)
+
+
+VERIFY_RUNS = 3  # fresh runs of each new script after shrinking
+
+
+def target_path(adapter) -> str:
+    """``module:Class`` of the adapter, what ``--target`` takes for a third-party adapter."""
+    cls = type(adapter)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def refresh(adapter, variant, trace, corpus_path: Path, reports_dir: Path, *,
+            runs: int = VERIFY_RUNS, op_timeout: float = 30.0, save: bool = True):
+    """Generate (and verify ``runs`` times) the finding's script, record the result in the
+    corpus entry at ``corpus_path`` (unless ``save`` is false: a finding that never came back
+    has no entry) and write its report: ``(trace, report path, repro)``."""
+    from dataclasses import replace
+
+    from . import report
+    from .trace import dump_trace
+
+    repro = reproduce(adapter, variant, trace, runs=runs, op_timeout=op_timeout)
+    script = None
+    if repro.script:
+        script = {"checked": repro.checked, "lines": repro.lines}
+        if repro.reproduces is not None:
+            script.update(runs=repro.reproduces[1], reproduced=repro.reproduces[0])
+    trace = trace.with_(finding=replace(trace.finding, script=script))
+    if save:
+        dump_trace(trace, corpus_path)
+    allowed = allowed_steps(trace, adapter.capabilities(variant), adapter.deviations(variant))
+    path = report.write(trace, corpus_path, repro, reports_dir, allowed=allowed,
+                        target_path=target_path(adapter))
+    return trace, path, repro

@@ -1,0 +1,79 @@
+"""LangGraph reproduction scripts: composed from the calls the adapter recorded, short, in
+LangGraph's terms, standalone, and their exit status is the verdict: 1 on a known defect
+(with and without a SIGKILL), 0 on a trace LangGraph gets right."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fuzz import reprocheck
+from fuzz.trace import load_trace
+
+CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
+FORK_IGNORED = CORPUS / "memory-func-sync-head-update" / "ForkIgnore-911077a0ab9c.json"
+KILLED = CORPUS / "sqlite-func-exit-head-update" / "StateMismatch-b8bd2ba31656.json"
+HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "rf_branch")
+
+
+def check_standalone(script: str) -> None:
+    body = script.split('"""', 2)[2]
+    for word in HARNESS:
+        assert word not in body, word
+    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
+        assert f"import {module}" not in script and f"from {module}" not in script
+
+
+def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
+    trace = load_trace(FORK_IGNORED)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.lines <= 60, repro.script
+    check_standalone(repro.script)
+    assert "graph.update_state(checkpoint('run-1', 0), None)" in repro.script
+    assert "# Expected: task 1 ran with 'a'" in repro.script
+
+
+def test_repro_with_a_sigkill_exits_1(adapter, variant):
+    trace = load_trace(KILLED)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.lines <= 120, repro.script
+    assert "in_child(step_1" in repro.script and "os.kill(os.getpid(), signal.SIGKILL)" in repro.script
+    check_standalone(repro.script)
+
+
+def test_repro_of_what_langgraph_gets_right_exits_0(adapter, variant):
+    """The ForkIgnore entry's first step, as if LangGraph had fired no effect where the resume
+    fires task 1 with 'a': the script sees the effect, so it exits 0."""
+    from refmodel import Observation, Resume
+
+    trace = load_trace(FORK_IGNORED)
+    start, _ = trace.observations
+    wrong = Observation("interrupted", (), start.state)
+    trace = trace.with_(operations=(trace.operations[0], Resume("t0", value="a")),
+                        observations=(start, wrong),
+                        finding=replace(trace.finding, category="Unclassified"))
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert "no defect" in repro.outputs[0]
+    check_standalone(repro.script)
+
+
+@pytest.mark.parametrize("name", ["postgres-graph-sync-head-update"])
+def test_variants_without_a_checked_script_fall_back_to_the_older_one(adapter, variant, name):
+    trace = load_trace(FORK_IGNORED).with_(variant=name)
+    repro = reprocheck.script_for(adapter, variant(name), trace, calls=((), ()))
+    assert not repro.checked and repro.script
+
+
+def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
+    trace = load_trace(CORPUS / "sqlite-graph-sync-head-update" / "LostUpdate-398e77c0278c.json")
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.lines <= 120, repro.script
+    assert "race(racer_1, racer_2)" in repro.script
+    check_standalone(repro.script)
+    # Unforced, the race is timing-dependent: the run is counted, whatever it showed.
+    assert repro.reproduces is not None and repro.reproduces[1] == 1

@@ -1,0 +1,106 @@
+"""Shrink reports: table cells escaped, every allowed outcome shown, the framework's words,
+banners that agree with the script's measured rate, a paste-ready upstream section, a replay
+line that works for a dotted-path adapter, and ``resumefuzz report`` regenerating an entry."""
+
+from __future__ import annotations
+
+import re
+
+from fuzz.cli import main
+from fuzz.report import cell, render, replay_line
+from fuzz.reprocheck import Reproduction, allowed_steps
+from fuzz.trace import Finding, Trace, dump_trace, load_trace
+from refmodel import Observation, Recover, Resume, Start, StateView, Workflow
+
+WF = Workflow(2, {1, 2}, ("a", "b"))
+
+
+def trace(target="langgraph", error="ValueError: a | b"):
+    """start, resume('a'), recover: the recover completes where the contract allows a
+    refusal or the interrupt (two allowed outcomes)."""
+    ops = (Start("t0"), Resume("t0", value="a"), Recover("t0"))
+    first = Observation("interrupted", (), StateView.of(WF, [], {}, 1))
+    second = Observation("interrupted", (("t0", 1, "a"),), StateView.of(WF, [1], {1: "a"}, 2))
+    third = Observation("rejected", (), StateView.of(WF, [1], {1: "a"}, 2), error=error)
+    finding = Finding("Unclassified", "-", 2, "observed rejected | oddly", "✗")
+    return Trace(WF, ops, target, "v1", (first, second, third), (first, second, second),
+                 finding, "FAILED", {"langgraph": "1.0"}, "abc123", "2026-11-30")
+
+
+def rows(text: str) -> list:
+    return [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
+
+
+def test_pipes_inside_cells_are_escaped_so_every_row_has_four_cells():
+    assert cell("a | b\nc") == "a \\| b<br>c"
+    text = render(trace(), "corpus/x.json", allowed=allowed_steps(trace()))
+    for row in rows(text):
+        assert len(re.findall(r"(?<!\\)\|", row)) == 5, row  # four cells
+    assert "ValueError: a \\| b" in rows(text)[2]
+
+
+def test_every_allowed_outcome_is_shown_not_only_the_canonical_one():
+    t = trace()
+    allowed = allowed_steps(t)
+    assert len(allowed[2]) >= 2
+    diverging = rows(render(t, "corpus/x.json", allowed=allowed))[2]
+    assert diverging.count("*or*") == len(allowed[2]) - 1
+    for o in allowed[2]:
+        assert f"**{o.outcome}**" in diverging
+
+
+def test_the_semantics_link_is_relative_inside_the_repository(tmp_path):
+    from fuzz.report import write
+
+    path = write(trace(), "corpus/x.json", None, tmp_path)
+    text = path.read_text()
+    assert "](../../../docs/semantics.md)" in text and "/work/" not in text
+
+
+def test_banners_agree_with_the_measured_rate():
+    def top(repro):
+        text = render(trace(), "corpus/x.json", repro)
+        return text.split("- **Category**")[0]
+
+    assert "did NOT reproduce" in top(Reproduction(script="x\n", checked=True, reproduces=(0, 3)))
+    assert "2 of 3 runs" in top(Reproduction(script="x\n", checked=True, reproduces=(2, 3)))
+    assert top(Reproduction(script="x\n", checked=True, reproduces=(3, 3))).count(">") == 0
+    assert "Unchecked script" in top(Reproduction(script="x\n", checked=False))
+    assert "no standalone reproduction" in top(None)
+
+
+def test_the_upstream_section_has_title_versions_promise_and_script():
+    text = render(trace(), "corpus/x.json",
+                  Reproduction(script="print('hi')\n", checked=True, reproduces=(3, 3)),
+                  allowed=allowed_steps(trace()))
+    upstream = text.split("## Upstream issue (ready to paste)")[1]
+    assert "**Title**: langgraph: Unclassified on recover" in upstream
+    assert "**Versions**: langgraph 1.0" in upstream
+    assert "The framework raised `ValueError: a | b`" in upstream
+    assert "allows, at this step, only: rejected or interrupted" in upstream
+    assert "```python\nprint('hi')\n```" in upstream and "3 of 3 fresh runs" in upstream
+
+
+def test_the_replay_line_names_the_dotted_target():
+    assert replay_line(trace(), "c.json") == "resumefuzz replay c.json"
+    third = trace(target="mine")
+    assert replay_line(third, "c.json", "mypkg.mod:Mine") == (
+        "resumefuzz replay c.json --target mypkg.mod:Mine")
+
+
+def test_report_command_regenerates_an_entry_and_records_the_script(in_tmp, capsys):
+    entry = in_tmp / "corpus" / "mutant_Replay" / "default" / "e.json"
+    t = trace(target="mutant:Replay")
+    finding = Finding("Replay", "EO", 2, "replayed", "✗")
+    dump_trace(t.with_(finding=finding, variant="default"), entry)
+    assert main(["report", str(entry), "--verify", "2", "--reports", "out"]) == 0
+    (report,) = (in_tmp / "out").rglob("*.md")
+    assert "the self-test targets have no framework" in report.read_text()
+    assert load_trace(entry).finding.script is None
+
+
+def test_report_command_refuses_bad_input_in_one_line(in_tmp, capsys):
+    assert main(["report", "nowhere.json"]) == 2
+    assert "nowhere.json" in capsys.readouterr().err
+    assert main(["report", str(in_tmp), "--verify", "-1"]) == 2
+    assert list(in_tmp.iterdir()) == []
