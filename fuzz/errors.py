@@ -6,6 +6,13 @@ messages name the offending file, field, target or variant.  ``EngineError`` mea
 machinery itself misbehaved (a ledger that disagrees with a worker's counter, a racer that never
 reached its barrier): never a verdict about a framework.
 The per-category failures a campaign raises live in ``fuzz/failures.py``.
+
+``CampaignStopped`` (``Interrupted``, ``OutOfTime``, ``OutOfExamples``) is no error at all: it
+ends a campaign early and cleanly.  It derives from ``KeyboardInterrupt`` because that is the one
+exception Hypothesis lets through untouched: every ``Exception`` raised inside a test is a failure
+to shrink, and any other ``BaseException`` raised mid-example is recorded in its data tree and
+comes back as "Inconsistent data generation" (``Flaky``).  A signal or a spent budget must stop
+the search at once, never become a finding.
 """
 
 
@@ -23,3 +30,25 @@ class TargetUnavailable(ResumefuzzError):
 
 class EngineError(ResumefuzzError):
     """The fuzzing machinery failed; the campaign's verdicts cannot be trusted."""
+
+
+class CampaignStopped(KeyboardInterrupt):
+    """Stop the campaign now (a signal, the time budget): keep what was found, write it, exit."""
+
+
+class Interrupted(CampaignStopped):
+    """SIGINT or SIGTERM arrived: the command stops cleanly, exit status 128 + the signal."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class OutOfTime(CampaignStopped):
+    """The wall-clock deadline of ``--max-time`` passed (checked between and during operations)."""
+
+
+class OutOfExamples(CampaignStopped):
+    """The ``--max-examples`` budget is spent: it counts every example run, shrinking included."""

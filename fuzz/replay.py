@@ -8,6 +8,10 @@
   framework that is not installed, an operation the model does not admit); the reason says which.
 
 Replay drives the same worker, barrier and ledger machinery as a campaign.
+
+A corpus file is inert data: its ``target`` must name a registered target (``fuzz.targets``).
+A dotted path (``mod:Class``) in a file is refused, never imported, unless the user named that
+same target on the command line (``--target``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from refmodel import InvalidOperation, Model, World, classify
 
 from .errors import ResumefuzzError
 from .runner import Session, Settings
-from .targets import prepare, resolve, select_variants
+from .targets import prepare, resolve, resolve_registered, select_variants
 from .trace import load_trace
 
 
@@ -38,14 +42,19 @@ class ReplayResult:
 class Replayer:
     """Prepares each target once, then replays entries on it."""
 
-    def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None):
+    def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None,
+                 deadline: float | None = None):
         self._adapters: dict = dict(adapters or {})  # name -> an adapter prepared already
         self.op_timeout = op_timeout
         self.target = target  # replay on this target instead of the entry's own
+        self.deadline = deadline  # time.monotonic() to stop by (raises OutOfTime), or None
 
     def _adapter(self, name: str):
         if name not in self._adapters:
-            self._adapters[name] = prepare(resolve(name))
+            # The user's own --target may be any adapter; a name read from a file must be one
+            # of the registry's: a file never names code to import.
+            chosen = resolve(name) if name == self.target else resolve_registered(name)
+            self._adapters[name] = prepare(chosen)
         return self._adapters[name]
 
     def replay(self, path: Path) -> ReplayResult:
@@ -63,8 +72,9 @@ class Replayer:
             adapter = self._adapter(self.target or trace.target)
             variant = trace.variant if self.target is None else None
             variants = select_variants(adapter, [variant] if variant else None)
-            session = Session(adapter, variants[0], settings=Settings(op_timeout=self.op_timeout))
-            return self._run(path, trace, session, recorded)
+            settings = Settings(op_timeout=self.op_timeout, deadline=self.deadline)
+            with Session(adapter, variants[0], settings=settings) as session:
+                return self._run(path, trace, session, recorded)
         except (ResumefuzzError, InvalidOperation) as exc:
             return ReplayResult(path, "ERROR", recorded, None, str(exc))
 
