@@ -485,6 +485,12 @@ def _nightly(args) -> int:
               f"{len(summary.unavailable)} targets not installed here; "
               f"matrix: {', '.join(summary.matrix)} ({summary.seconds}s)")
     errors = [c for c in summary.campaigns if "error" in c]
+    from .internal import lifetime
+
+    if lifetime.stop_signal():
+        print(f"resumefuzz: stopped by {_signame(lifetime.stop_signal())}; every finding shown "
+              "was written; the corpus was not replayed", file=sys.stderr)
+        return 128 + lifetime.stop_signal()
     return 2 if errors else 0
 
 
