@@ -268,7 +268,8 @@ class CaseRunner:
         if status == "timeout" and self.session.out_of_time():
             raise OutOfTime()  # the deadline cut the op short: no verdict on it
         if status == "timeout":
-            self.log.append(f"op {seq} ({op.name}) did not answer within {self.session.settings.op_timeout}s")
+            limit = self.session.settings.op_timeout
+            self.log.append(f"op {seq} ({op.name}) did not answer within {limit}s")
             return "stuck"
         if status == "died":
             self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier")

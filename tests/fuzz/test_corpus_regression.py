@@ -110,10 +110,10 @@ def test_entries_not_replayed_here_are_valid_and_counted():
         trace = load_trace(path)
         assert trace.target in registered, f"{path}: target {trace.target!r} is not registered"
     if ELSEWHERE:
-        warnings.warn(
-            f"{sum(ELSEWHERE.values())} corpus entries not replayed in this environment, their "
-            f"frameworks not being installed here ({', '.join(f'{t} {n}' for t, n in sorted(ELSEWHERE.items()))}); "
-            "tox -e adapter-<framework> replays them", stacklevel=1)
+        counts = ", ".join(f"{t} {n}" for t, n in sorted(ELSEWHERE.items()))
+        warnings.warn(f"{sum(ELSEWHERE.values())} corpus entries not replayed in this environment, "
+                      f"their frameworks not being installed here ({counts}); "
+                      "tox -e adapter-<framework> replays them", stacklevel=1)
 
 
 # No entry for this environment means no test here (not a skipped one: an adapter environment
