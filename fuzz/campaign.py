@@ -7,8 +7,10 @@ until the time is spent: Hypothesis has no time budget of its own.
 
 Budgets are hard caps.  ``max_time`` becomes ``CampaignOptions.deadline``, a wall-clock instant
 that generation, shrinking and timing replays all honour (the runner caps every wait by it).
-``max_examples`` counts every example the target runs (generated, replayed from the example
-database, shrink candidates), across the variants.  A stop (the budget, SIGINT, SIGTERM) during a
+``max_examples`` is Hypothesis's own count, split exactly over the variants: valid *generated*
+examples.  Examples replayed from the example database (a shared failure is replayed first, by
+design), draws Hypothesis discards, and shrink candidates come on top; ``example_cap`` bounds the
+total run (a runaway guard; ``--max-time`` is the budget for hard limits).  A stop (the budget, SIGINT, SIGTERM) during a
 shrink keeps the smallest failure seen so far, written with a note saying the shrink was cut
 short.  A signal only takes effect at the runner's checkpoints, never while a finding is
 written, and a finding is shown only once written: a finding once shown is never lost.
@@ -104,6 +106,12 @@ def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOpt
     return results
 
 
+def example_cap(generated: int | None) -> int | None:
+    """The most examples a variant may run for ``generated`` generated ones: database replays,
+    discarded draws and shrinking on top, within bounds (``OutOfExamples`` beyond)."""
+    return None if generated is None else 10 * generated + 100
+
+
 def example_shares(total: int | None, k: int) -> list:
     """``total`` examples split exactly over ``k`` variants (None: each its profile's count)."""
     if total is None:
@@ -127,7 +135,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                       Settings(op_timeout=options.op_timeout, mode=options.mode,
                                deadline=options.deadline))
     notify_outer = observer or (lambda event, **data: None)
-    cap = max_examples  # a hard cap on the examples run, shrinking included
+    cap = example_cap(max_examples)  # every example run counts, shrinking included
 
     def notify(event, **data):
         if event == "example":

@@ -101,8 +101,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="fuzz only this variant (repeatable; default: every variant in turn)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--max-examples", type=int, metavar="N",
-                        help="examples run in total, shrinking included, shared exactly by the "
-                             "variants (default: the profile's count per variant)")
+                        help="examples generated in total, shared exactly by the variants; "
+                             "database replays and shrinking come on top, capped at 10N+100 per "
+                             "variant (default: the profile's count per variant)")
     budget.add_argument("--max-time", type=float, metavar="S",
                         help="wall-clock seconds for the whole command, shared by the variants; "
                              "a shrink cut short keeps its best trace so far")

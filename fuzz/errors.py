@@ -51,4 +51,4 @@ class OutOfTime(CampaignStopped):
 
 
 class OutOfExamples(CampaignStopped):
-    """The ``--max-examples`` budget is spent: it counts every example run, shrinking included."""
+    """The cap on examples run that ``--max-examples`` implies (``campaign.example_cap``)."""

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.protocol import atomic_write_text
 from adapters.reference import ReferenceAdapter
-from fuzz import corpus
+from fuzz import campaign, corpus
 from fuzz.campaign import CampaignOptions, example_shares, run_campaign
 from fuzz.cli import main
 from fuzz.runner import Session, Settings
@@ -59,15 +59,19 @@ def test_bad_options_and_outputs_are_one_line_exit_2_before_any_work(in_tmp, cap
     assert sorted(p.name for p in in_tmp.rglob("*")) == before  # nothing written
 
 
-def test_max_examples_counts_every_example_run_across_variants(tmp_path):
+def test_max_examples_is_split_exactly_and_the_examples_run_are_capped(tmp_path, monkeypatch):
     assert example_shares(7, 3) == [3, 2, 2] and sum(example_shares(100, 7)) == 100
+    # A cap of 12 examples run, so that shrinking the Replay it finds is cut short by it.
+    monkeypatch.setattr(campaign, "example_cap", lambda generated: 12)
     adapter = prepare(resolve("mutant:Replay"))
     options = CampaignOptions(max_examples=40, seed=3, profile="ci", corpus_dir=tmp_path / "c",
                               reports_dir=tmp_path / "r", workdir=tmp_path / "w")
     (result,) = run_campaign(adapter, list(adapter.variants()), options)
-    # Generated, shrink candidates and the final replay all count: never more than asked for.
-    assert result.examples == 40
-    assert [f.category for f in result.findings] == ["Replay"]
+    assert result.examples == 12 and result.stopped == "example budget"
+    (found,) = result.findings
+    assert found.category == "Replay" and "shrink cut short (example budget)" in found.note
+    entry = json.loads(Path(found.corpus).read_text())
+    assert entry["finding"]["detail"].startswith("shrink cut short (example budget)")
 
 
 # -- corpus files are inert ---------------------------------------------------------------------
