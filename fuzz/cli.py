@@ -27,6 +27,9 @@ _STARTED = time.monotonic()  # --max-time counts from here: imports and preparat
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    import signal
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     if args.func in (_fuzz, _replay, _nightly):  # commands that fork workers and write findings
         from .internal import lifetime
 
@@ -41,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"resumefuzz: stopped by {_signame(signum)}; every finding shown was written",
               file=sys.stderr)
         return 128 + signum
+    finally:  # main() called in-process (tests, embedding) leaves the handlers as it found them
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _signame(signum: int) -> str:
