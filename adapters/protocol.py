@@ -540,11 +540,26 @@ def installed_versions(distributions) -> dict:
     return out
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Read once, at import (in the parent, before any worker or thread exists): reading the umask
+# means setting it, which must not race another thread creating a file.
+_UMASK = _read_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file."""
+    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file.
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (0644 under the usual
+    umask), not mkstemp's private 0600: corpus entries, reports and evidence are shared."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()

@@ -5,11 +5,22 @@ differential machine on each, and turns every shrunk failure into a corpus entry
 report.  A time budget runs the machine in chunks of ``CHUNK`` examples, each with its own seed,
 until the time is spent: Hypothesis has no time budget of its own.  Chunk ``r`` of seed ``s`` is
 seeded with a hash of ``(s, r)`` (``chunk_seed``), so two seeds never share a stream.
+
+Budgets are hard caps.  ``max_time`` becomes ``CampaignOptions.deadline``, a wall-clock instant
+that generation, shrinking and timing replays all honour (the runner caps every wait by it).
+``max_examples`` is Hypothesis's own count, split exactly over the variants: valid *generated*
+examples.  Examples replayed from the example database (a shared failure is replayed first, by
+design), draws Hypothesis discards, and shrink candidates come on top; ``example_cap`` bounds the
+total run (a runaway guard; ``--max-time`` is the budget for hard limits).  A stop (the budget, SIGINT, SIGTERM) during a
+shrink keeps the smallest failure seen so far, written with a note saying the shrink was cut
+short.  A signal only takes effect at the runner's checkpoints, never while a finding is
+written, and a finding is shown only once written: a finding once shown is never lost.
 """
 
 from __future__ import annotations
 
 import hashlib
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,8 +32,16 @@ from hypothesis.stateful import run_state_machine_as_test
 from adapters.protocol import Adapter, Variant
 
 from . import corpus, evidence, report, reprocheck
-from .errors import EngineError, HarnessFailure
+from .errors import (
+    CampaignStopped,
+    EngineError,
+    HarnessFailure,
+    Interrupted,
+    OutOfExamples,
+    OutOfTime,
+)
 from .failures import Failure
+from .internal import lifetime
 from .machine import machine_for
 from .profiles import profile_settings
 from .runner import Session, Settings
@@ -53,6 +72,7 @@ class Found:
     corpus: str  # "" when the failure never came back on replay (not kept)
     report: str
     reproduced: dict | None = None  # {"k", "n"}: came back in k of n replays; None: every time
+    note: str = ""  # e.g. "shrink cut short (time limit): the best trace so far"
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -77,6 +97,7 @@ class VariantResult:
                 and self.harness_errors > HARNESS_SHARE * max(1, self.examples))
     # evidence.Exercise: per property, the operations that could have broken it (fuzz.evidence)
     exercised: object = field(default_factory=evidence.Exercise)
+    stopped: str | None = None  # "time limit", "example budget", "SIGINT", "SIGTERM"
 
 
 @dataclass
@@ -93,23 +114,42 @@ class CampaignOptions:
     stop_on_finding: bool = False  # end a variant's campaign at its first finding
     shrink: bool = True  # False: keep failures as found (smoke runs, where shrinking dominates)
     mode: str = "fork"  # the runner's process mode (fuzz.runner.MODES)
+    # ``time.monotonic()`` by which everything this campaign does must be done (``--max-time``):
+    # generation, shrinking, timing replays.  run_campaign sets it from max_time when unset.
+    deadline: float | None = None
 
 
 def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOptions,
                  observer=None) -> list[VariantResult]:
     results = []
-    share_examples = None
-    if options.max_examples is not None:
-        share_examples = max(1, options.max_examples // len(variants))
-    share_time = options.max_time / len(variants) if options.max_time is not None else None
-    if share_examples is None and share_time is None:
-        share_examples = None  # the profile's max_examples
-    for variant in variants:
-        result = fuzz_variant(adapter, variant, options, share_examples, share_time, observer)
+    if options.deadline is None and options.max_time is not None:
+        options = replace(options, deadline=time.monotonic() + options.max_time)
+    shares = example_shares(options.max_examples, len(variants))
+    for i, variant in enumerate(variants):
+        share_time = None
+        if options.deadline is not None:  # what is left, shared by the variants still to run
+            share_time = max(0.0, options.deadline - time.monotonic()) / (len(variants) - i)
+        result = fuzz_variant(adapter, variant, options, shares[i], share_time, observer)
         if options.results_dir is not None:
             evidence.record(adapter, variant, result, options.results_dir)
         results.append(result)
+        if lifetime.stop_signal() or (
+                options.deadline is not None and time.monotonic() >= options.deadline):
+            break
     return results
+
+
+def example_cap(generated: int | None) -> int | None:
+    """The most examples a variant may run for ``generated`` generated ones: database replays,
+    discarded draws and shrinking on top, within bounds (``OutOfExamples`` beyond)."""
+    return None if generated is None else 10 * generated + 100
+
+
+def example_shares(total: int | None, k: int) -> list:
+    """``total`` examples split exactly over ``k`` variants (None: each its profile's count)."""
+    if total is None:
+        return [None] * k
+    return [total // k + (1 if i < total % k else 0) for i in range(k)]
 
 
 def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=None):
@@ -119,9 +159,16 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
     the budget, so that one frequent category cannot mask the others.
     """
     result = VariantResult(variant.name)
+    started = time.monotonic()
+    if max_time is not None:
+        end = started + max_time
+        options = replace(options, deadline=end if options.deadline is None
+                          else min(end, options.deadline))
     session = Session(adapter, variant, options.workdir and Path(options.workdir) / variant.name,
-                      Settings(op_timeout=options.op_timeout, mode=options.mode))
+                      Settings(op_timeout=options.op_timeout, mode=options.mode,
+                               deadline=options.deadline))
     notify_outer = observer or (lambda event, **data: None)
+    cap = example_cap(max_examples)  # every example run counts, shrinking included
 
     def harness_failed(exc: HarnessFailure) -> None:
         # The adapter failed on this example: discard it (never a finding) and count it; too
@@ -137,6 +184,8 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
 
     def notify(event, **data):
         if event == "example":
+            if cap is not None and result.examples >= cap:
+                raise OutOfExamples()
             result.examples += 1
             result.exercised.example()
         elif event == "op":
@@ -144,12 +193,23 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             result.exercised.op(**data)
         notify_outer(event, variant=variant.name, result=result, **data)
 
+    try:
+        _search(adapter, variant, options, session, result, notify, notify_outer, max_examples,
+                max_time, started)
+    finally:
+        session.close()
+    result.seconds = round(time.monotonic() - started, 2)
+    return result
+
+
+def _search(adapter, variant, options, session, result, notify, notify_outer, max_examples,
+            max_time, started):
     budget = max_examples or profile_settings(options.profile).max_examples
     found: set = set()
-    started = time.monotonic()
     run = 0
     while True:
-        machine = machine_for(session, observer=notify, suppress=frozenset(found))
+        best = _Best()
+        machine = _watched(machine_for(session, observer=notify, suppress=frozenset(found)), best)
         overrides = {"verbosity": Verbosity.quiet}
         if not options.shrink:
             overrides["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
@@ -168,7 +228,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                 overrides["derandomize"] = False
                 machine._hypothesis_internal_use_seed = chunk_seed(options.seed, run)
         before = result.examples
-        failure = None
+        failure = stopped = None
         try:
             run_state_machine_as_test(machine, settings=profile_settings(
                 options.profile, key=f"{adapter.name}/{variant.name}", **overrides))
@@ -190,13 +250,23 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             # ends here, loudly; the others go on, and the command exits 2.
             result.errors.append(str(exc).splitlines()[0])
             break
+        except CampaignStopped as exc:
+            # The budget or a signal ended the run, perhaps mid-shrink: keep the best so far.
+            stopped, failure = exc, best.failure
+            if failure is not None:
+                failure.cut_short = stop_reason(exc)
         if failure is not None:
-            deadline = started + max_time if max_time is not None else None
-            _keep(adapter, variant, failure, options, result, notify_outer,
-                  _minimizer(session, options, deadline))
+            try:
+                _keep(adapter, variant, failure, options, result, notify_outer,
+                      _minimizer(session, options, options.deadline))
+            except CampaignStopped as exc:  # raised again once the finding was written
+                stopped = stopped or exc
             found.add(failure.divergence.category)
-            if options.stop_on_finding:
-                break
+        if stopped is not None:
+            result.stopped = stop_reason(stopped)
+            break
+        if failure is not None and options.stop_on_finding:
+            break
         run += 1
         if max_time is not None:
             if time.monotonic() - started >= max_time:
@@ -207,8 +277,44 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                 break
     if result.harness_share_exceeded() and not result.errors:
         result.errors.append(_too_many(result))
-    result.seconds = round(time.monotonic() - started, 2)
-    return result
+
+
+def stop_reason(exc: CampaignStopped) -> str:
+    if isinstance(exc, Interrupted):
+        return signal.Signals(exc.signum).name
+    if isinstance(exc, OutOfTime):
+        return "time limit"
+    if isinstance(exc, OutOfExamples):
+        return "example budget"
+    return type(exc).__name__
+
+
+class _Best:
+    """The smallest failure one run has raised so far: what a shrink cut short keeps.  (Every
+    candidate the shrinker accepts raised a failure and is smaller than the one before.)"""
+
+    def __init__(self):
+        self.failure = None
+
+    def offer(self, failure: Failure) -> None:
+        if self.failure is None or len(failure.history) <= len(self.failure.history):
+            self.failure = failure
+
+
+def _watched(machine, best: _Best):
+    """``machine`` with every failure it raises offered to ``best`` (re-raised unchanged: the
+    traceback still ends on the machine's own raise line, which Hypothesis identifies bugs by)."""
+
+    class Watched(machine):
+        def _check(self, op):
+            try:
+                super()._check(op)
+            except Failure as exc:
+                best.offer(exc)
+                raise
+
+    Watched.__name__ = Watched.__qualname__ = machine.__name__
+    return Watched
 
 
 class _TooManyHarnessErrors(BaseException):
@@ -248,25 +354,43 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     """
     trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                       dict(adapter.versions()))
+    note, stop = "", None
+    if getattr(failure, "cut_short", None):
+        note = f"shrink cut short ({failure.cut_short}): the best trace so far"
+        trace = _noted(trace, note)
     shrunk = len(trace.operations)  # Hypothesis's shrink
     timing = getattr(failure, "timing", False)
-    if minimizer is not None:
-        rate = _rate(adapter, trace, options) if timing else None
-        trace = minimizer(trace, rate).trace
-    if timing:
-        trace = _measure_timing(adapter, trace, options)
-    path = corpus.entry_path(trace, options.corpus_dir)
-    kept = not trace.finding.never_reproduced
-    if kept:
-        path = corpus.save(trace, options.corpus_dir)
-        trace = corpus.load_trace(path)  # an entry found before keeps what it recorded
-    # The script is generated, run in fresh interpreters and counted before anything is shown.
-    trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path, options.reports_dir,
-                                               op_timeout=options.op_timeout, save=kept)
+    try:
+        if minimizer is not None:
+            rate = _rate(adapter, trace, options) if timing else None
+            trace = minimizer(trace, rate).trace
+        if timing:
+            trace = _measure_timing(adapter, trace, options)
+    except CampaignStopped as exc:  # write the finding first, then stop
+        stop = exc
+        if timing and trace.finding.reproduced is None:
+            trace = _noted(trace, f"timing-dependent (not measured: {stop_reason(exc)})")
+    # Signals act only at the runner's checkpoints, never while a finding is written; a finding
+    # is shown (notify) only once its files are.
+    try:
+        path = corpus.entry_path(trace, options.corpus_dir)
+        kept = not trace.finding.never_reproduced
+        if kept:
+            path = corpus.save(trace, options.corpus_dir)
+            trace = corpus.load_trace(path)  # an entry found before keeps what it recorded
+        # The script is generated, run in fresh interpreters and counted before it is shown.
+        trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path,
+                                                   options.reports_dir,
+                                                   op_timeout=options.op_timeout, save=kept)
+    except OSError as exc:  # checked writable up front, yet it failed: never lose it
+        _spill(trace, exc, result)
+        if stop is not None:
+            raise stop from None
+        return
     found = Found(variant.name, trace.finding.category, trace.finding.property,
                   len(trace.operations), trace.finding.verdict,
                   "" if trace.finding.never_reproduced else str(path), str(report_file),
-                  trace.finding.reproduced)
+                  reproduced=trace.finding.reproduced, note=note)
     if trace.finding.never_reproduced:
         result.flaky.append(f"{found.category}: never came back in {TRIALS} replays "
                             f"(not kept; report {report_file})")
@@ -274,6 +398,23 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
                  for f in result.findings):
         result.findings = [f for f in result.findings if f.category != found.category] + [found]
     notify("finding", variant=variant.name, result=result, found=found, shrunk=shrunk)
+    if stop is not None:
+        raise stop
+
+
+def _spill(trace, exc: OSError, result) -> None:
+    """A finding that could not be written goes to stderr, whole, and the command exits 2."""
+    import json
+    import sys
+
+    print(json.dumps(trace.to_json(), indent=2, ensure_ascii=False), file=sys.stderr)
+    result.errors.append(f"could not write the {trace.finding.category} finding "
+                         f"({exc.strerror or exc}: {exc.filename or ''}); its trace is printed "
+                         "on stderr above")
+
+
+def _noted(trace, note: str):
+    return trace.with_(finding=replace(trace.finding, detail=f"{note}: {trace.finding.detail}"))
 
 
 def _rate(adapter, trace, options):
@@ -281,9 +422,16 @@ def _rate(adapter, trace, options):
     from .minimize import Rate
     from .replay import Replayer
 
-    replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
-    statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
-    return Rate(sum(s == "FAILED" for s in statuses), TRIALS)
+    replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter},
+                        deadline=options.deadline)
+    statuses = []
+    try:
+        for _ in range(TRIALS):
+            statuses.append(replayer.replay_trace(trace).status)
+    except OutOfTime:  # the time box ends the measure: the rate of the trials that ran
+        if not statuses:
+            raise
+    return Rate(sum(s == "FAILED" for s in statuses), len(statuses))
 
 
 def _measure_timing(adapter, trace, options):

@@ -2,7 +2,9 @@
 
 Exit status: 0 nothing found (``fuzz``) / every entry FIXED (``replay``) / every mutant exposed
 (``explore``); 1 something found / an entry not FIXED / a mutant not exposed; 2 a usage or
-environment error, reported as one line on stderr, with nothing written.
+environment error, reported as one line on stderr, with nothing written (every option and output
+folder is checked before any work); 130 / 143 stopped by SIGINT / SIGTERM, after writing every
+finding made so far.
 """
 
 from __future__ import annotations
@@ -10,17 +12,30 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import os
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from adapters.protocol import StoreFactoryError
 
-from .errors import ResumefuzzError, UsageError
+from .errors import Interrupted, ResumefuzzError, UsageError
+
+_STARTED = time.monotonic()  # --max-time counts from here: imports and preparation included
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    import signal
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if args.func in (_fuzz, _replay, _nightly):  # commands that fork workers and write findings
+        from .internal import lifetime
+
+        lifetime.install_stop_handlers()
     try:
         return args.func(args)
     except ResumefuzzError as exc:
@@ -29,9 +44,59 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFactoryError as exc:  # --store: found when the factory is first probed
         print(f"resumefuzz: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("resumefuzz: interrupted; the corpus holds what was written before", file=sys.stderr)
-        return 130
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", 2)
+        print(f"resumefuzz: stopped by {_signame(signum)}; every finding shown was written",
+              file=sys.stderr)
+        return 128 + signum
+    finally:  # main() called in-process (tests, embedding) leaves the handlers as it found them
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _signame(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
+# -- validation, before any work ------------------------------------------------------------------
+
+
+def _positive(flag: str, value, integer: bool = False):
+    """A finite number above zero, or a ``UsageError`` naming the flag."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value) or value <= 0:
+        kind = "whole number" if integer else "finite number of seconds"
+        raise UsageError(f"{flag} must be a positive {kind}, got {value}")
+    return value
+
+
+def _seed(value):
+    if value is not None and not 0 <= value < 2**64:
+        raise UsageError(f"--seed must lie in 0..2**64-1, got {value}")
+    return value
+
+
+def _writable(flag: str, value) -> Path:
+    """An output folder that exists as a writable folder, or can be made in one: checked by
+    creating (and at once removing) a file in it or in its nearest existing ancestor."""
+    path = Path(value)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is not a folder" if probe.exists() or probe.is_symlink() else "cannot be made"
+        raise UsageError(f"{flag} {value}: {probe} {what}")
+    try:
+        tempfile.TemporaryFile(dir=probe).close()
+    except OSError as exc:
+        raise UsageError(f"{flag} {value}: {probe} is not writable: "
+                         f"{exc.strerror or exc}") from None
+    return path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,9 +112,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="fuzz only this variant (repeatable; default: every variant in turn)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--max-examples", type=int, metavar="N",
-                        help="examples in total, shared by the variants (default: the profile's)")
+                        help="examples generated in total, shared exactly by the variants; "
+                             "database replays and shrinking come on top, capped at 10N+100 per "
+                             "variant (default: the profile's count per variant)")
     budget.add_argument("--max-time", type=float, metavar="S",
-                        help="seconds in total, shared by the variants")
+                        help="wall-clock seconds for the whole command, shared by the variants; "
+                             "a shrink cut short keeps its best trace so far")
     p.add_argument("--seed", type=int, help="seed the example generation (reproducible runs)")
     p.add_argument("--profile", choices=("dev", "ci", "nightly"),
                    help="settings profile (default: $RESUMEFUZZ_PROFILE, else ci under CI, else dev)")
@@ -149,30 +217,37 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fuzz(args) -> int:
-    from pathlib import Path
-
     from .campaign import CampaignOptions, run_campaign
+    from .internal import lifetime
     from .profiles import profile_settings
     from .targets import prepare, prepare_store, resolve, select_variants, use_store
 
-    if args.max_examples is not None and args.max_examples < 1:
-        raise UsageError("--max-examples must be at least 1")
-    if args.max_time is not None and args.max_time <= 0:
-        raise UsageError("--max-time must be positive")
+    _positive("--max-examples", args.max_examples, integer=True)
+    _positive("--max-time", args.max_time)
+    _positive("--op-timeout", args.op_timeout)
+    _seed(args.seed)
+    outputs = [_writable(f, v) for f, v in (("--corpus", args.corpus),
+                                             ("--reports", args.reports),
+                                             ("--results", args.results))]
     profile_settings(args.profile)  # validates the profile before anything runs
+    deadline = None if args.max_time is None else _STARTED + args.max_time
     adapter = resolve(args.target)
     use_store(adapter, args.store)
     variants = select_variants(adapter, args.variant)  # an unknown variant fails before import
+    if args.max_examples is not None and args.max_examples < len(variants):
+        raise UsageError(f"--max-examples {args.max_examples} is fewer than the {len(variants)} "
+                         "variants selected (each needs at least one example)")
     prepare_store(adapter)
     if args.store:
         _store_banner(adapter, variants, sys.stderr if args.json else sys.stdout)
     options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
-                              args.op_timeout, Path(args.corpus), Path(args.reports),
-                              Path(args.results), shrink=not args.no_shrink)
+                              args.op_timeout, *outputs, shrink=not args.no_shrink,
+                              deadline=deadline)
     started = time.monotonic()
     with _Display(args.target, quiet=False, to_stderr=args.json) as display:
         results = run_campaign(adapter, variants, options, observer=display.update)
     seconds = round(time.monotonic() - started, 2)
+    stopped = lifetime.stop_signal()
     findings = [f.to_json() for r in results for f in r.findings]
     if args.json:
         print(json.dumps({
@@ -186,6 +261,7 @@ def _fuzz(args) -> int:
             "errors": [{"variant": r.variant, "error": e} for r in results for e in r.errors],
             "harness_errors": [{"variant": r.variant, "count": r.harness_errors,
                                 "first": r.harness_messages} for r in results],
+            "stopped": {r.variant: r.stopped for r in results if r.stopped},
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
@@ -194,6 +270,10 @@ def _fuzz(args) -> int:
             for e in r.errors:
                 print(f"resumefuzz: error: [{r.variant}] {e}", file=sys.stderr)
         return 2
+    if stopped:
+        print(f"resumefuzz: stopped by {_signame(stopped)}; every finding shown was written",
+              file=sys.stderr)
+        return 128 + stopped
     return 1 if findings and not args.exit_zero else 0
 
 
@@ -243,7 +323,11 @@ def _summary(target, results, seconds) -> None:
             mark = "D" if f.verdict == "D" else "✗"
             if f.reproduced and f.reproduced["k"] < f.reproduced["n"]:
                 mark += f" ({f.reproduced['k']}/{f.reproduced['n']})"  # came back k of n times
-            print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: {f.report}")
+            note = f" [{f.note}]" if f.note else ""
+            print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: "
+                  f"{f.report}{note}")
+        if r.stopped in ("SIGINT", "SIGTERM"):
+            print(f"  [{r.variant}] stopped early by {r.stopped}")
         for m in r.flaky:
             print(f"  [{r.variant}] flaky (not reproducible): {m}")
         if r.harness_errors:
@@ -272,13 +356,31 @@ def _replay(args) -> int:
     from .corpus import entries
     from .replay import Replayer, summarize
 
+    _positive("--trials", args.trials, integer=True)
+    _positive("--op-timeout", args.op_timeout)
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such file or folder: {missing[0]}")
     paths = entries(args.paths or None)
     if not paths:
         raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
-    if args.trials < 1:
-        raise UsageError("--trials must be at least 1")
     replayer = Replayer(args.op_timeout, args.target, store=args.store)
     results = []
+    try:
+        _replay_all(args, paths, replayer, results)
+    except Interrupted as exc:
+        stopped = exc.signum
+    else:
+        stopped = None
+    _print_replays(args, results)
+    if stopped:
+        print(f"resumefuzz: stopped by {_signame(stopped)} after {len(results)} of {len(paths)} "
+              "entries", file=sys.stderr)
+        return 128 + stopped
+    return 0 if all(r.status == "FIXED" for r in results) else 1
+
+
+def _replay_all(args, paths, replayer, results) -> None:
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
         statuses = [t.status for t in trials]
@@ -288,6 +390,9 @@ def _replay(args) -> int:
         if args.update and result.status != "ERROR":
             _record_status(path, result.status, statuses)
         results.append(result)
+
+
+def _print_replays(args, results) -> None:
     if args.json:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
@@ -296,7 +401,6 @@ def _replay(args) -> int:
             print(f"{marks[r.status]} {r.status:7} {r.path}: {r.detail}")
         counts = {s: sum(r.status == s for r in results) for s in marks}
         print(", ".join(f"{n} {s.lower()}" for s, n in counts.items()))
-    return 0 if all(r.status == "FIXED" for r in results) else 1
 
 
 def _record_status(path, status: str, statuses) -> None:
@@ -333,11 +437,11 @@ def _minimize(args) -> int:
     from . import corpus, report
     from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
     from .runner import Session, Settings
-    from .targets import prepare, resolve, select_variants
+    from .targets import prepare, resolve_registered, select_variants
     from .trace import load_trace
 
-    if args.max_time is not None and args.max_time <= 0:
-        raise UsageError("--max-time must be positive")
+    _positive("--max-time", args.max_time)
+    _positive("--op-timeout", args.op_timeout)
     paths = corpus.entries(args.paths)
     traces = [(path, load_trace(path)) for path in paths]  # a bad file stops us before any run
     unfound = [str(p) for p, t in traces if t.finding is None]
@@ -347,7 +451,8 @@ def _minimize(args) -> int:
     adapters, sessions, out = {}, {}, []
     for path, trace in traces:
         if trace.target not in adapters:
-            adapters[trace.target] = prepare(resolve(trace.target))
+            # A target named by a file must be a registered one: a file never names code to run.
+            adapters[trace.target] = prepare(resolve_registered(trace.target))
         adapter = adapters[trace.target]
         if (trace.target, trace.variant) not in sessions:
             (variant,) = select_variants(adapter, [trace.variant])
@@ -426,7 +531,7 @@ def _report(args) -> int:
 
     from . import reprocheck
     from .corpus import entries
-    from .targets import prepare, resolve, select_variants
+    from .targets import prepare, resolve, resolve_registered, select_variants
     from .trace import load_trace
 
     if args.verify < 0:
@@ -445,7 +550,9 @@ def _report(args) -> int:
             raise UsageError(f"{path}: the entry has no finding to report")
         name = args.target or trace.target
         if name not in adapters:
-            adapters[name] = resolve(name)
+            # The user's own --target may be any adapter; a target read from a file must be a
+            # registered one (a corpus file never names code to import).
+            adapters[name] = resolve(name) if args.target else resolve_registered(name)
         jobs.append((path, trace, adapters[name], select_variants(adapters[name], [trace.variant])[0]))
     for adapter in adapters.values():
         prepare(adapter)
@@ -564,12 +671,17 @@ def _op_text(op) -> str:
 
 
 def _nightly(args) -> int:
-    from pathlib import Path
-
     from .nightly import NightlyOptions, run_nightly
 
-    if args.jobs < 1 or args.per_campaign <= 0 or args.total <= 0:
-        raise UsageError("--jobs, --per-campaign and --total must be positive")
+    _positive("--jobs", args.jobs, integer=True)
+    _positive("--per-campaign", args.per_campaign)
+    _positive("--total", args.total)
+    _positive("--max-examples", args.max_examples, integer=True)
+    _positive("--op-timeout", args.op_timeout)
+    _seed(args.seed)
+    for flag, value in (("--corpus", args.corpus), ("--reports", args.reports),
+                        ("--results", args.results)):
+        _writable(flag, value)
     if args.targets:
         from .targets import resolve
 
@@ -590,6 +702,12 @@ def _nightly(args) -> int:
               f"{len(summary.unavailable)} targets not installed here; "
               f"matrix: {', '.join(summary.matrix)} ({summary.seconds}s)")
     errors = [c for c in summary.campaigns if "error" in c]
+    from .internal import lifetime
+
+    if lifetime.stop_signal():
+        print(f"resumefuzz: stopped by {_signame(lifetime.stop_signal())}; every finding shown "
+              "was written; the corpus was not replayed", file=sys.stderr)
+        return 128 + lifetime.stop_signal()
     return 2 if errors else 0
 
 
@@ -597,8 +715,6 @@ def _nightly(args) -> int:
 
 
 def _matrix(args) -> int:
-    from pathlib import Path
-
     from adapters.protocol import atomic_write_text
 
     from .matrix import build, relative_links, render

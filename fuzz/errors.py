@@ -7,6 +7,13 @@ machinery itself misbehaved (a ledger that disagrees with a worker's counter, a 
 reached its barrier): never a verdict about a framework; ``HarnessFailure``, its subclass, is an
 adapter's failure on one example (counted by a campaign, which goes on).
 The per-category failures a campaign raises live in ``fuzz/failures.py``.
+
+``CampaignStopped`` (``Interrupted``, ``OutOfTime``, ``OutOfExamples``) is no error at all: it
+ends a campaign early and cleanly.  It derives from ``KeyboardInterrupt`` because that is the one
+exception Hypothesis lets through untouched: every ``Exception`` raised inside a test is a failure
+to shrink, and any other ``BaseException`` raised mid-example is recorded in its data tree and
+comes back as "Inconsistent data generation" (``Flaky``).  A signal or a spent budget must stop
+the search at once, never become a finding.
 """
 
 
@@ -38,3 +45,25 @@ class HarnessFailure(EngineError):
     def __init__(self, op: str, error: str, traceback: str = ""):
         super().__init__(f"harness error in {op}: {error}")
         self.op, self.error, self.traceback = op, error, traceback
+
+
+class CampaignStopped(KeyboardInterrupt):
+    """Stop the campaign now (a signal, the time budget): keep what was found, write it, exit."""
+
+
+class Interrupted(CampaignStopped):
+    """SIGINT or SIGTERM arrived: the command stops cleanly, exit status 128 + the signal."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class OutOfTime(CampaignStopped):
+    """The wall-clock deadline of ``--max-time`` passed (checked between and during operations)."""
+
+
+class OutOfExamples(CampaignStopped):
+    """The cap on examples run that ``--max-examples`` implies (``campaign.example_cap``)."""

@@ -15,6 +15,8 @@ runs one job per framework, each in its own environment.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ import multiprocess
 from . import corpus, evidence, matrix
 from .campaign import CampaignOptions, fuzz_variant
 from .errors import TargetUnavailable
+from .internal import lifetime
 from .replay import Replayer
 from .targets import FRAMEWORKS, prepare, resolve
 from .trace import dump_trace, load_trace
@@ -78,7 +81,8 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
             + (f"{options.max_examples} examples each" if options.max_examples
                else f"{budget:.0f}s each"))
         summary.campaigns = _run_jobs(adapters, jobs, budget, options, log)
-    _replay_corpus(adapters, options, summary, log)
+    if lifetime.stop_signal() is None:  # a stopped run renders what it has, replays nothing
+        _replay_corpus(adapters, options, summary, log)
     rows = matrix.build(None, options.results_dir, options.corpus_dir, options.reports_dir)
     base = Path(options.matrix_base)
     base.parent.mkdir(parents=True, exist_ok=True)
@@ -115,19 +119,28 @@ def _run_jobs(adapters, jobs, budget, options: NightlyOptions, log) -> list:
         for name, variant in jobs:
             out.append(_campaign(adapters[name], variant, budget, options))
             log(_line(out[-1]))
+            if lifetime.stop_signal():
+                break
         return out
     pending, running, out = list(jobs), [], []
+    forwarded = False
     while pending or running:
+        if lifetime.stop_signal() and not forwarded:
+            # Stop: no new campaign; the running ones stop cleanly and send what they found.
+            pending, forwarded = [], True
+            for proc, *_ in running:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGTERM)
         while pending and len(running) < options.jobs:
             name, variant = pending.pop(0)
             parent, child = _ctx.Pipe()
-            proc = _ctx.Process(target=_job_main, args=(child, adapters[name], variant, budget,
-                                                        options), daemon=False)
+            proc = _ctx.Process(target=_job_main, args=(os.getpid(), child, adapters[name],
+                                                        variant, budget, options), daemon=False)
             proc.start()
             child.close()
             running.append((proc, parent, name, variant))
         ready = multiprocess.connection.wait([p.sentinel for p, *_ in running]
-                                             + [c for _, c, *_ in running])
+                                             + [c for _, c, *_ in running], timeout=0.25)
         for item in list(running):
             proc, conn, name, variant = item
             if conn in ready or proc.sentinel in ready:
@@ -142,7 +155,11 @@ def _run_jobs(adapters, jobs, budget, options: NightlyOptions, log) -> list:
     return out
 
 
-def _job_main(conn, adapter, variant, budget, options):
+def _job_main(parent_pid, conn, adapter, variant, budget, options):
+    # A job dies with the nightly parent too, by SIGTERM (Linux): it stops cleanly and its
+    # workers die with it.  No lifeline thread: a job forks workers, which needs a single thread.
+    # It keeps the stop handlers: Ctrl-C reaches it with the whole process group.
+    lifetime.become_child(parent_pid, None, signal.SIGTERM, keep_signals=True)
     try:
         conn.send(_campaign(adapter, variant, budget, options))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which goes on

@@ -12,6 +12,10 @@ campaign's own comparison step (``judge.judge_trace``): the adapter's tamper rea
 deviations apply, and where the contract allows several outcomes the target's branch is followed.
 ``summarize`` folds several trials of one entry (``replay --trials``) into one result with the
 rate of each status.
+
+A corpus file is inert data: its ``target`` must name a registered target (``fuzz.targets``).
+A dotted path (``mod:Class``) in a file is refused, never imported, unless the user named that
+same target on the command line (``--target``); likewise a store factory (``--store``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ from refmodel import InvalidOperation
 from .errors import ResumefuzzError, UsageError
 from .judge import judge_trace
 from .runner import Session, Settings
-from .targets import prepare, prepare_store, resolve, select_variants, use_store
+from .targets import (
+    prepare,
+    prepare_store,
+    resolve,
+    resolve_registered,
+    select_variants,
+    use_store,
+)
 from .trace import load_trace
 
 
@@ -49,15 +60,18 @@ class Replayer:
     """Prepares each target once, then replays entries on it."""
 
     def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None,
-                 store: str | None = None):
+                 store: str | None = None, deadline: float | None = None):
         self._adapters: dict = dict(adapters or {})  # name -> an adapter prepared already
         self.op_timeout = op_timeout
         self.target = target  # replay on this target instead of the entry's own
         self.store = store  # --store: the factory path, from the command line only
+        self.deadline = deadline  # time.monotonic() to stop by (raises OutOfTime), or None
 
     def _adapter(self, name: str):
         if name not in self._adapters:
-            adapter = resolve(name)
+            # The user's own --target may be any adapter; a name read from a file must be one
+            # of the registry's: a file never names code to import.
+            adapter = resolve(name) if name == self.target else resolve_registered(name)
             use_store(adapter, self.store)
             self._adapters[name] = prepare_store(adapter)
         return self._adapters[name]
@@ -84,8 +98,9 @@ class Replayer:
             # third-party adapter passed by dotted path), else its first variant.
             own = self.target is None or trace.variant in {v.name for v in adapter.variants()}
             variants = select_variants(adapter, [trace.variant] if own else None)
-            session = Session(adapter, variants[0], settings=Settings(op_timeout=self.op_timeout))
-            return self._run(path, trace, session, recorded)
+            settings = Settings(op_timeout=self.op_timeout, deadline=self.deadline)
+            with Session(adapter, variants[0], settings=settings) as session:
+                return self._run(path, trace, session, recorded)
         except (ResumefuzzError, InvalidOperation) as exc:
             return ReplayResult(path, "ERROR", recorded, None, str(exc))
 

@@ -10,6 +10,11 @@ Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pr
 starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
 worker, and most ops need no new process.  Every wait is bounded by ``op_timeout``: an op that
 does not answer is ``stuck`` and its worker is killed.
+
+Lifetime (``fuzz.internal.lifetime``): every child dies with the parent, whatever kills it (a
+parent-death signal and a lifeline pipe); the session's temp folder goes when the session closes.
+A ``Settings.deadline`` (``time.monotonic()``) caps every wait by the time left: an operation the
+deadline cuts short raises ``OutOfTime``, never ``stuck``, since it did not get its time.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import os
 import select
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -29,7 +33,8 @@ import multiprocess
 from adapters.protocol import Adapter, Variant
 from refmodel import Fork, Observation, Op, Query, Race, StateView, TwinRecover, Workflow
 
-from .errors import EngineError, HarnessFailure
+from .errors import EngineError, HarnessFailure, OutOfTime
+from .internal import lifetime
 from .internal import messages as m
 from .internal.blame import roots_of
 from .internal.ledger import Ledger
@@ -45,6 +50,7 @@ _ctx = _contexts["fork"]
 
 
 MODES = ("fork", "spawn", "inprocess")
+_POLL = 0.25  # seconds between looks at a requested stop while waiting for a worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,9 @@ class Settings:
     # ``inprocess``: no worker at all, for benchmarks and debugging; no SIGKILL crash points, no
     # races, no time limit.
     mode: str = "fork"
+    # ``time.monotonic()`` by which everything must stop (``--max-time``), or None.  Each wait is
+    # capped by the time left; an operation cut short by it raises ``OutOfTime``.
+    deadline: float | None = None
 
 
 class Session:
@@ -76,9 +85,40 @@ class Session:
         if settings.mode not in MODES:
             raise EngineError(f"Settings.mode must be one of {MODES}, got {settings.mode!r}")
         self.adapter, self.variant, self.settings = adapter, variant, settings
-        self.root = Path(root or tempfile.mkdtemp(prefix="resumefuzz-"))
+        self._own_root = root is None  # a temp folder of ours, removed by close()
+        self.root = Path(root) if root is not None else lifetime.make_root()
         self.root.mkdir(parents=True, exist_ok=True)
         self._cases = 0
+
+    def op_time(self) -> float:
+        """Seconds the next wait may take: the op time limit, capped by the time left."""
+        if self.settings.deadline is None:
+            return self.settings.op_timeout
+        left = self.settings.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime()
+        return min(self.settings.op_timeout, left)
+
+    def out_of_time(self) -> bool:
+        return self.settings.deadline is not None and time.monotonic() >= self.settings.deadline
+
+    def grace(self) -> float:
+        """Seconds to let a worker close or clean up; short once the deadline has passed."""
+        if self.settings.deadline is None:
+            return self.settings.op_timeout
+        left = self.settings.deadline - time.monotonic()
+        return min(self.settings.op_timeout, max(1.0, left))
+
+    def close(self) -> None:
+        """Remove the session's temp folder (unless ``keep_cases``, or the caller gave one)."""
+        if self._own_root and not self.settings.keep_cases:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def case(self, workflow: Workflow) -> CaseRunner:
         self._cases += 1
@@ -92,13 +132,8 @@ class _Worker:
     def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
         ctx = _contexts[session.settings.mode]
         self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve,
-            args=(child_conn, session.adapter, session.variant, workflow, workdir, ledger_path,
-                  ctx is not _ctx),
-            daemon=True,
-        )
-        self.process.start()
+        self.process = _start(ctx, _serve, child_conn, session.adapter, session.variant, workflow,
+                              workdir, ledger_path, ctx is not _ctx)
         child_conn.close()
 
     def call(self, message, timeout: float):
@@ -119,7 +154,8 @@ class _Worker:
             if remaining <= 0:
                 self.kill()
                 return ("timeout", None)
-            ready, _, _ = select.select([self.conn, sentinel], [], [], remaining)
+            lifetime.checkpoint()  # SIGINT/SIGTERM: stop here, the caller's cleanup kills us
+            ready, _, _ = select.select([self.conn, sentinel], [], [], min(remaining, _POLL))
             if self.conn in ready:
                 try:
                     message = self.conn.recv()
@@ -196,7 +232,7 @@ class CaseRunner:
 
     @property
     def timeout(self) -> float:
-        return self.session.settings.op_timeout
+        return self.session.op_time()
 
     def _worker(self, workdir: Path | None = None) -> _Worker:
         make = _LocalWorker if self.session.settings.mode == "inprocess" else _Worker
@@ -211,6 +247,9 @@ class CaseRunner:
     def apply(self, op: Op) -> Observation:
         """The observation of ``op``; ``HarnessFailure`` when the adapter (not the framework)
         failed on it: a tool error for this example, never an observation."""
+        lifetime.checkpoint()
+        if self.session.out_of_time():
+            raise OutOfTime()
         try:
             return self._apply(op)
         except HarnessFailure as exc:
@@ -253,9 +292,12 @@ class CaseRunner:
             crash = getattr(op, "crash", None)
             where = f" at task {crash.task} {crash.phase}" if crash is not None else ""
             return m.RacerOutcome(racer, "crashed", f"SIGKILL{where}")
+        if status == "timeout" and self.session.out_of_time():
+            raise OutOfTime()  # the deadline cut the op short: no verdict on it
         if status == "timeout":
-            self.log.append(f"op {seq} ({op.name}) did not answer within {self.timeout}s")
-            return m.RacerOutcome(racer, "stuck", f"no answer within {self.timeout}s")
+            limit = self.session.settings.op_timeout
+            self.log.append(f"op {seq} ({op.name}) did not answer within {limit}s")
+            return m.RacerOutcome(racer, "stuck", f"no answer within {limit}s")
         if status == "died":
             self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier"
                             + self._last_words(worker))
@@ -304,6 +346,8 @@ class CaseRunner:
         A failure of the adapter is a ``HarnessFailure``; so is a refusal, unless ``refusals``
         (a query may be refused: a store the framework cannot read)."""
         status, reply = worker.call(message, self.timeout)
+        if status == "timeout" and self.session.out_of_time():
+            raise OutOfTime()
         if status != "reply":
             self.log.append(f"{type(message).__name__}: worker {status}")
             return None
@@ -355,6 +399,8 @@ class CaseRunner:
         waiting = list(racers)
         for w, _ in waiting:
             status, reply = w.wait(self.timeout)
+            if status == "timeout" and self.session.out_of_time():
+                raise OutOfTime()
             if status != "reply" or reply != m.Barrier(name):
                 raise EngineError(f"racer did not reach the {name!r} barrier: {status} {reply!r}")
         for w, _ in waiting:
@@ -386,18 +432,15 @@ class CaseRunner:
         """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent)."""
         if type(self.session.adapter).cleanup is Adapter.cleanup:
             return  # nothing to clean outside the directory: spare the fork
-        process = _ctx.Process(
-            target=_cleanup, args=(self.session.adapter, self.session.variant, workdir), daemon=True
-        )
-        process.start()
-        process.join(self.timeout)
+        process = _start(_ctx, _cleanup, self.session.adapter, self.session.variant, workdir)
+        process.join(self.session.grace())
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
             process.join()
 
     def close(self) -> None:
         if self.worker is not None:
-            self.worker.stop(self.timeout)
+            self.worker.stop(self.session.grace())
         self.ledger.close()
         self._cleanup(self.workdir)
         if not self.session.settings.keep_cases:
@@ -417,3 +460,17 @@ def _joined(ended: list) -> m.RacerOutcome:
     """The racers' outcomes as one: sorted, ``"|"``-joined; errors named per racer."""
     errors = "; ".join(f"racer {e.racer}: {e.error}" for e in ended if e.error)
     return m.RacerOutcome(0, "|".join(sorted(e.outcome for e in ended)), errors or None)
+
+
+def _start(ctx, target, *args):
+    """Start a child that dies with this process (``fuzz.internal.lifetime``)."""
+    forked = ctx is _ctx
+    read = lifetime.lifeline()[0] if forked else None  # a spawned child inherits no pipe
+    process = ctx.Process(target=_child, args=(os.getpid(), read, target, *args), daemon=True)
+    process.start()
+    return process
+
+
+def _child(parent_pid, lifeline_read, target, *args):
+    lifetime.become_child(parent_pid, lifeline_read)
+    return target(*args)

@@ -29,6 +29,17 @@ def known_targets() -> list[str]:
     return ["reference", *(f"mutant:{m}" for m in MUTANTS), *FRAMEWORKS]
 
 
+def resolve_registered(name: str) -> Adapter:
+    """``resolve`` for a name read from a file: only the registry's targets, never a dotted path
+    (a corpus file is data; importing a module it names would run that module's code)."""
+    if name not in known_targets():
+        raise UsageError(
+            f"target {name!r} is not a registered target ({', '.join(known_targets())}); a "
+            "corpus file cannot name code to import: pass it yourself with --target"
+        )
+    return resolve(name)
+
+
 def resolve(name: str) -> Adapter:
     """The adapter for ``name``, not yet prepared; ``UsageError`` for an unknown name."""
     from adapters.reference import ReferenceAdapter

@@ -33,6 +33,10 @@ VERSION = 1
 
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "trace-v1.schema.json"
+# A trace is a few kilobytes (at most 64 operations); a file far larger is refused before it is
+# read, so a hostile or broken file cannot stall a replay (checked by size, then by item counts,
+# before any per-item validation).
+MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
 @cache
@@ -125,6 +129,7 @@ def parse_trace(doc, source: str = "<trace>") -> Trace:
             f"{source}: trace format version {doc.get('version')!r} is not supported "
             f"(this resumefuzz reads version {VERSION})"
         )
+    _check_sizes(doc, source)
     errors = sorted(jsonschema.Draft7Validator(schema()).iter_errors(doc), key=_error_order)
     if errors:
         error = jsonschema.exceptions.best_match(errors)
@@ -160,6 +165,10 @@ def load_trace(path: Path) -> Trace:
     """Read a trace file; ``UsageError`` (one line, naming the file) when it is not a valid one."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UsageError(f"{path}: {size} bytes, more than a trace file may hold "
+                             f"({MAX_FILE_BYTES}); not read")
         text = path.read_text()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
@@ -192,6 +201,17 @@ def replay_on_model(trace: Trace, mutant: str | None = None) -> list[tuple[Op, O
             raise UsageError(f"operation {i} ({op.name}): {exc}") from None
         out.append((op, observation))
     return out
+
+
+def _check_sizes(doc, source: str) -> None:
+    """The schema's top-level ``maxItems``, checked before any item is validated."""
+    if not isinstance(doc, dict):
+        return
+    for key, spec in schema().get("properties", {}).items():
+        limit = spec.get("maxItems") if isinstance(spec, dict) else None
+        value = doc.get(key)
+        if limit is not None and isinstance(value, list) and len(value) > limit:
+            raise UsageError(f"{source}: field {key}: {len(value)} items, at most {limit} allowed")
 
 
 def _error_order(error) -> tuple:

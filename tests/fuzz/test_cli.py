@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -80,34 +78,4 @@ def test_explore_json(tmp_path):
         assert m["category"] == name and m["length"] == len(m["trace"]) >= 1
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_interrupting_a_campaign_leaves_the_corpus_intact_and_no_worker(tmp_path, sig):
-    corpus = tmp_path / "corpus" / "keep.json"
-    corpus.parent.mkdir()
-    corpus.write_text('{"kept": true}')
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "fuzz.cli", "fuzz", "reference",
-                             "--max-time", "120"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)  # let it get going; the assertion does not depend on where it is stopped
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    assert corpus.read_text() == '{"kept": true}'
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _children_of(proc.pid):
-        time.sleep(0.1)
-    assert _children_of(proc.pid) == []
-    leftovers = [p for p in (tmp_path / "corpus").rglob("*") if p.name.startswith(".")]
-    assert leftovers == []  # no half-written temporary files
-
-
-def _children_of(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
+# Signals, orphans and temp folders: tests/fuzz/test_lifetime.py.
