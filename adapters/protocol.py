@@ -112,6 +112,15 @@ class Capabilities:
     intents: Mapping[str, str] = field(
         default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
     )
+    # Generator weighting, so that what a variant's properties need is drawn often: relative
+    # weights (default 1) of crash kinds and phases, keyed ``"kind:<kind>"`` / ``"phase:<phase>"``
+    # (e.g. ``{"kind:sigkill": 3, "phase:after_commit": 3}`` where a durability mode only loses
+    # work to a SIGKILL after a commit).  Weights change what is drawn, never what is allowed.
+    weights: Mapping[str, float] = field(default_factory=dict)
+    # Seconds one operation of this variant may take before it is ``stuck`` (``None``: the
+    # engine's ``--op-timeout``).  For operations that legitimately wait on a framework's own
+    # timer (a server's grace period), never to make a hung framework look alive.
+    op_timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,9 @@ class CaseRunner:
 
     @property
     def timeout(self) -> float:
-        return self.session.settings.op_timeout
+        # A variant whose ops wait on a framework timer declares a longer limit; never shorter.
+        own = self.session.adapter.capabilities(self.session.variant).op_timeout
+        return max(self.session.settings.op_timeout, own or 0.0)
 
     def _worker(self, workdir: Path | None = None) -> _Worker:
         make = _LocalWorker if self.session.settings.mode == "inprocess" else _Worker

@@ -29,6 +29,12 @@ from collections import defaultdict
 
 from . import workflow as wf
 
+try:  # under resumefuzz; a repro script embeds this module standalone
+    from adapters.protocol import HarnessError
+except ImportError:  # pragma: no cover - standalone copy
+    class HarnessError(Exception):
+        """The driver lost track of a checkpoint: its own failure, not the framework's."""
+
 BRANCH_KEY = "rf_branch"  # configurable key -> checkpoint metadata: the harness thread
 STRICT_RESUME_KEY = "__pregel_strict_resume"  # langgraph/_internal/_constants.py
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -168,9 +174,12 @@ class Driver:
         self._begin(hooks)
         lg = self._info(h)["lg"]
         source = self.gate_checkpoint(h, gate)
-        if source is None:
-            raise LookupError(f"no checkpoint of {h!r} has gate {gate} pending")
-        self.table.set(_key(new_h), {"lg": lg, "hint": source})
+        if source is None:  # the harness lost a checkpoint the reference says exists
+            raise HarnessError(f"the adapter found no checkpoint of {h!r} with gate {gate} "
+                               "pending in the branch's history")
+        # ``source``: where the branch came from, for its own later forks (a ``__copy__`` fork
+        # checkpoint's parent is the source's parent, not the source: only this records it).
+        self.table.set(_key(new_h), {"lg": lg, "hint": source, "source": source})
         at_source = self._config(new_h, lg, source)
         spelling = self.spec["fork"]
         if spelling in ("update", "copy"):
@@ -182,7 +191,7 @@ class Driver:
             fork_id = forked["configurable"]["checkpoint_id"]
             self.calls.append(f"update_state(<gate checkpoint>, None"
                               f"{', as_node=__copy__' if as_node else ''})")
-            self.table.set(_key(new_h), {"lg": lg, "hint": fork_id})
+            self.table.set(_key(new_h), {"lg": lg, "hint": fork_id, "source": source})
             at_fork = self._config(new_h, lg, fork_id)
             outcome = self._invoke(None, at_fork, "None")
             if outcome == "interrupted":
@@ -198,7 +207,7 @@ class Driver:
                 outcome = self._invoke(_command(resume=value), config, f"Command(resume={value!r})")
             return outcome
         if spelling != "command":
-            raise ValueError(f"unknown fork spelling {spelling!r}")
+            raise HarnessError(f"unknown fork spelling {spelling!r}")
         # A resume addressed at the older checkpoint.
         return self._invoke(_command(resume=value), at_source, f"Command(resume={value!r})")
 
@@ -226,15 +235,18 @@ class Driver:
         return max(ids) if ids else None
 
     def lineage(self, h: str) -> list[str]:
-        """``h``'s tip and its ancestors, newest first."""
+        """``h``'s tip and its ancestors, newest first; for a fork branch, then the checkpoint
+        it was forked from and that one's ancestors (the branch's history as the caller knows
+        it: a ``__copy__`` fork checkpoint's parent is not its source)."""
         info = self._info(h)
         if not info:
             return []
         parents = {r.checkpoint_id: r.parent_id for r in self.store.rows(info["lg"])}
-        out, cid = [], self.tip(h)
-        while cid is not None and cid in parents and cid not in out:
-            out.append(cid)
-            cid = parents[cid]
+        out: list[str] = []
+        for cid in (self.tip(h), info.get("source")):
+            while cid is not None and cid in parents and cid not in out:
+                out.append(cid)
+                cid = parents[cid]
         return out
 
     def gate_checkpoint(self, h: str, gate: int) -> str | None:
