@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -391,6 +392,22 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def copy_files(src: Path, dest: Path) -> None:
+    """Copy the directory tree ``src`` into ``dest`` as a user's backup or restore would
+    (``cp -r`` without ``-p``): the bytes only, in directory order, each file with fresh
+    metadata (mtimes of the copy, not of the original).  For ``Case.clone_store``: a store
+    that orders checkpoints by file time must be judged on what a restored copy has, so two
+    copies may disagree as two restores would."""
+    src, dest = Path(src), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(src):  # directory order, as cp -r reads it
+        target = dest / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            copy_files(Path(entry.path), target)
+        elif entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, target)
+
+
 __all__ = [
     "OPERATIONS",
     "Adapter",
@@ -418,6 +435,7 @@ __all__ = [
     "Variant",
     "Workflow",
     "atomic_write_text",
+    "copy_files",
     "forge",
     "installed_versions",
 ]

@@ -152,7 +152,7 @@ class AutoGenCase(Case):
     def clone_store(self, dest: Path) -> None:
         self.store.clone(dest)
         if self.inputs.path.exists():
-            shutil.copy2(self.inputs.path, Path(dest) / INPUTS)
+            shutil.copyfile(self.inputs.path, Path(dest) / INPUTS)
 
     def close(self) -> None:
         self.store.close()
