@@ -20,14 +20,15 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-try:  # under resumefuzz; repro scripts embed this module standalone
-    from adapters.protocol import copy_files
-except ImportError:  # pragma: no cover - standalone copy: bytes only, fresh metadata
-    def copy_files(src, dest):
-        os.makedirs(dest, exist_ok=True)
-        for entry in os.scandir(src):
-            if entry.is_file(follow_symlinks=False):
-                shutil.copyfile(entry.path, os.path.join(dest, entry.name))
+
+
+def copy_files(src, dest) -> None:
+    """A restore of the store directory (flat): the bytes, fresh metadata, directory order.
+    (``adapters.protocol.copy_files``, which this standalone module may not import.)"""
+    os.makedirs(dest, exist_ok=True)
+    for entry in os.scandir(src):
+        if entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, os.path.join(dest, entry.name))
 
 
 class JsonStore:

@@ -15,6 +15,7 @@ from adapters.protocol import (
     Case,
     Durable,
     Fork,
+    HarnessError,
     Recover,
     Resume,
     SideTable,
@@ -27,7 +28,7 @@ from adapters.protocol import (
 )
 
 from . import tamper as tampering
-from .driver import Driver
+from .driver import Driver, LostTrack
 from .stores import open_store
 
 
@@ -72,7 +73,9 @@ class LangGraphCase(Case):
                 return d.recover(op.thread, hooks)
             if isinstance(op, Fork):
                 return d.fork(op.thread, op.gate, op.value, op.new_thread, hooks)
-            raise TypeError(f"Case.run does not take {op.name!r}")
+            raise HarnessError(f"Case.run does not take {op.name!r}")
+        except LostTrack as exc:
+            raise HarnessError(str(exc)) from exc
         finally:
             self.log.append(f"{op.name}: " + "; ".join(d.calls))
 
@@ -92,7 +95,10 @@ class LangGraphCase(Case):
             durable = Durable(view.done, view.answers, view.pending)
             result = forge(self.workflow, durable)
             forged = (list(result.done), dict(result.answers))
-        line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+        try:
+            line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+        except LostTrack as exc:
+            raise HarnessError(str(exc)) from exc
         self.log.append(f"tamper: {line}")
 
     def clone_store(self, dest: Path) -> None:

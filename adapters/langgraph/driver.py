@@ -29,11 +29,10 @@ from collections import defaultdict
 
 from . import workflow as wf
 
-try:  # under resumefuzz; a repro script embeds this module standalone
-    from adapters.protocol import HarnessError
-except ImportError:  # pragma: no cover - standalone copy
-    class HarnessError(Exception):
-        """The driver lost track of a checkpoint: its own failure, not the framework's."""
+
+class LostTrack(Exception):
+    """The driver lost track of a checkpoint or was asked for what it does not do: its own
+    failure, never LangGraph's.  The case reports it as the protocol's ``HarnessError``."""
 
 BRANCH_KEY = "rf_branch"  # configurable key -> checkpoint metadata: the harness thread
 STRICT_RESUME_KEY = "__pregel_strict_resume"  # langgraph/_internal/_constants.py
@@ -175,7 +174,7 @@ class Driver:
         lg = self._info(h)["lg"]
         source = self.gate_checkpoint(h, gate)
         if source is None:  # the harness lost a checkpoint the reference says exists
-            raise HarnessError(f"the adapter found no checkpoint of {h!r} with gate {gate} "
+            raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} "
                                "pending in the branch's history")
         # ``source``: where the branch came from, for its own later forks (a ``__copy__`` fork
         # checkpoint's parent is the source's parent, not the source: only this records it).
@@ -207,7 +206,7 @@ class Driver:
                 outcome = self._invoke(_command(resume=value), config, f"Command(resume={value!r})")
             return outcome
         if spelling != "command":
-            raise HarnessError(f"unknown fork spelling {spelling!r}")
+            raise LostTrack(f"unknown fork spelling {spelling!r}")
         # A resume addressed at the older checkpoint.
         return self._invoke(_command(resume=value), at_source, f"Command(resume={value!r})")
 

@@ -52,7 +52,7 @@ def tamper(driver, h: str, how: str, method: str, forged=None) -> str:
     info = driver.table.get(drv._key(h))
     tip = driver.tip(h)
     if info is None or tip is None:
-        raise drv.HarnessError(f"the adapter has no checkpoint of thread {h!r} to tamper with")
+        raise drv.LostTrack(f"the adapter has no checkpoint of thread {h!r} to tamper with")
     lg = info["lg"]
     if how == "corrupt" and method in ("trunchalf", "trunczero"):
         return truncate_sqlite(store, half=method == "trunchalf")
@@ -106,7 +106,7 @@ def write_state(driver, raw, lg: str, cid: str, done: list, answers: dict) -> No
 def truncate_sqlite(store, *, half: bool) -> str:
     """Fold the WAL into the file, then cut the file to half its size or to zero bytes."""
     if store.kind != "sqlite":
-        raise drv.HarnessError("truncation applies to the SQLite store only")
+        raise drv.LostTrack("truncation applies to the SQLite store only")
     conn = store.inner.conn
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
