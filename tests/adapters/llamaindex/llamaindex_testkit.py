@@ -10,7 +10,7 @@ from fuzz.testing import InProcessCase
 
 WORKFLOW = Workflow(4, {2, 3}, ("a", "b"))
 CORE = ["core-wait-idle", "core-wait-step", "core-event-idle", "core-event-step"]
-SERVER = ["server-wait", "server-event"]
+SERVER = ["server-wait", "server-event", "server-wait-private", "server-event-private"]
 IN_PROCESS = CORE + SERVER  # DBOS starts threads: it runs in workers only (test_llamaindex_engine)
 
 class Driver(InProcessCase):
