@@ -131,9 +131,9 @@ class HttpServerCase(ServerCase):
                 await asyncio.sleep(wait + 0.05)  # the framework's own timer: op_timeout covers it
         after = -1 if row is None else self._last_event(row[0])
         await self._server(recovering=True)
-        data = None if row is None else await self._call(self.client.get_handler(thread))
+        data = None if row is None else await self._handler_data(thread)
         if data is None or data.status in ("failed", "cancelled"):
-            return await self._run_handler(thread, after)
+            return await self._run_handler(thread, after=-1)  # a new run: its own sequence
         if data.status == "completed":
             return "completed"
         row = self._handler(thread)
@@ -158,12 +158,33 @@ class HttpServerCase(ServerCase):
                     return "completed"
         finally:
             await stream.aclose()
-        data = await self._call(self.client.get_handler(thread))
+        data = await self._handler_data(thread)
+        if data is None:
+            raise Refused(f"GET /handlers/{thread}: 404 after its event stream ended")
         if data.status == "failed":
             raise failure(RuntimeError(f"the handler failed: {data.error}"), self.slot)
         if data.status == "completed":
             return "completed"
         raise HarnessError(f"the event stream of {thread!r} ended with the handler {data.status}")
+
+    async def _handler_data(self, thread: str):
+        """``GET /handlers/{handler_id}``: the handler's ``HandlerData``, or ``None`` (404).
+
+        The route answers 202 for a running handler, 200 for a completed one and 500 for a
+        failed or cancelled one, always with the handler's data (``_api.py:813-820``), so the
+        status code alone is no refusal here: the body says what the handler is."""
+        import httpx
+        from llama_agents.client.protocol import HandlerData
+
+        async with httpx.AsyncClient(base_url=self.client.base_url) as http:
+            response = await http.get(f"/handlers/{thread}")
+        if response.status_code == 404:
+            return None
+        try:
+            return HandlerData.model_validate(response.json())
+        except Exception:  # noqa: BLE001 - no handler data: the status is the server's answer
+            raise Refused(f"GET /handlers/{thread}: {response.status_code} "
+                          f"{response.text[:200]}") from None
 
     def _started_at(self, thread: str):
         with self._connect() as conn:
