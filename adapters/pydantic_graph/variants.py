@@ -98,6 +98,24 @@ def capabilities(variant: Variant) -> Capabilities:
     )
 
 
+DOCS_IDIOM = (
+    "https://ai.pydantic.dev/graph/ (State Persistence, the question graph example "
+    "ai_q_and_a_run.py: \"if snapshot := await persistence.load_next(): state = "
+    "snapshot.state; node = Evaluate(answer) else: state = QuestionState(); node = Ask()\" "
+    "then question_graph.iter(node, state=state, persistence=persistence))"
+)
+
+
 def deviations(variant: Variant) -> list[Deviation]:
-    """None declared: pydantic-graph documents no weaker resume semantics (docs/frameworks)."""
-    return []
+    """Only the docs' resume idiom's own branch: pydantic-graph's API documents no weaker
+    resume semantics (docs/frameworks)."""
+    if variant.options.get("resume") != "docs":
+        return []
+    return [Deviation(
+        "PrefixReplay", DOCS_IDIOM,
+        "resume spelled as the docs' question graph example, on a run whose load_next() finds "
+        "nothing to run (finished, or its next node already loaded by another caller): the "
+        "example's own else-branch starts a fresh run from the first node on the same "
+        "persistence, so completed tasks fire again",
+        ops=frozenset({"resume", "race"}),
+    )]
