@@ -70,10 +70,16 @@ class ServerCase(Case):
         import llama_agents.server.server as server_module
         from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 
+        # PATCHED framework constant (this variant says so in its name): read by the
+        # constructor, restored at once so that nothing else in the process sees it.
+        stock = server_module.RESUME_FRESH_HANDLER_GRACE
         server_module.RESUME_FRESH_HANDLER_GRACE = None if recovering else NO_RESUME
-        # A workflow object serves one server: its runtime is locked once launched.
-        self.wf = build(self.plan, self.gate, self.slot)
-        server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
+        try:
+            # A workflow object serves one server: its runtime is locked once launched.
+            self.wf = build(self.plan, self.gate, self.slot)
+            server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
+        finally:
+            server_module.RESUME_FRESH_HANDLER_GRACE = stock
         server.add_workflow(self.name, self.wf, additional_events=answer_classes(self.plan))
         await server.start()
         persistence = server._runtime_core._persistence
