@@ -39,6 +39,7 @@ from .common import failure
 from .server_case import ServerCase
 
 IDLE, FAILED, STOP = "WorkflowIdleEvent", "WorkflowFailedEvent", "StopEvent"
+RESUBSCRIBE = 5.0  # seconds of silence before the event stream is opened again
 
 
 class HttpServerCase(ServerCase):
@@ -65,7 +66,9 @@ class HttpServerCase(ServerCase):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         # As WorkflowServer.serve builds it (server.py:243-244), on our socket.
-        config = uvicorn.Config(server.app, log_level="warning", lifespan="on")
+        # timeout_graceful_shutdown: a restart does not wait on an open event stream forever.
+        config = uvicorn.Config(server.app, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=2)
         self.http = uvicorn.Server(config)
         self.serving = self.loop.create_task(self.http.serve(sockets=[sock]))
         while not self.http.started:  # the lifespan (the runtime's launch) has run
@@ -81,7 +84,9 @@ class HttpServerCase(ServerCase):
         if self.http is not None:
             self.http.should_exit = True
             try:
-                await self.serving
+                await asyncio.wait_for(asyncio.shield(self.serving), 20)
+            except asyncio.TimeoutError:  # as a supervisor would: the old server is killed
+                self.serving.cancel()
             except Exception:  # noqa: BLE001 - a server that failed to stop is gone anyway
                 pass
         self.http = self.serving = self.client = self.server = None
@@ -143,21 +148,37 @@ class HttpServerCase(ServerCase):
 
     async def _follow(self, thread: str, after: int) -> str:
         """Read ``GET /events/{handler_id}`` after sequence ``after`` until the run is idle at a
-        gate, stops or fails; a stream the server ends is classified by ``GET /handlers``."""
-        stream = self.client.get_workflow_events(
-            thread, include_internal_events=True, after_sequence=after)
-        try:
-            async for event in stream:
-                kinds = {event.type, *(event.types or ())}
-                if IDLE in kinds:
-                    return "interrupted"
-                if FAILED in kinds:
-                    raise failure(RuntimeError(f"the run failed: {str(event.value)[:300]}"),
-                                  self.slot)
-                if STOP in kinds:
-                    return "completed"
-        finally:
-            await stream.aclose()
+        gate, stops or fails; a stream the server ends is classified by ``GET /handlers``.
+
+        A stream that stays silent for ``RESUBSCRIBE`` seconds is opened again from the last
+        event seen, as an SSE client reconnects with ``Last-Event-ID``: a stream opened while
+        the server still rebuilds an idle-released run from its journal (``POST /events`` only
+        schedules that) can miss the rebuilt run's live events, which the journal then holds."""
+        while True:
+            stream = self.client.get_workflow_events(
+                thread, include_internal_events=True, after_sequence=after)
+            events = stream.__aiter__()
+            try:
+                while True:
+                    try:
+                        event = await asyncio.wait_for(events.__anext__(), RESUBSCRIBE)
+                    except StopAsyncIteration:
+                        return await self._ended(thread)
+                    except asyncio.TimeoutError:
+                        break  # silent: subscribe again from the last event seen
+                    after = stream.last_sequence if stream.last_sequence != "now" else after
+                    kinds = {event.type, *(event.types or ())}
+                    if IDLE in kinds:
+                        return "interrupted"
+                    if FAILED in kinds:
+                        raise failure(RuntimeError(f"the run failed: {str(event.value)[:300]}"),
+                                      self.slot)
+                    if STOP in kinds:
+                        return "completed"
+            finally:
+                await stream.aclose()
+
+    async def _ended(self, thread: str) -> str:
         data = await self._handler_data(thread)
         if data is None:
             raise Refused(f"GET /handlers/{thread}: 404 after its event stream ended")
