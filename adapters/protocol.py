@@ -160,7 +160,8 @@ class CrashInjected(Exception):
     """Raised inside a task by ``Hooks`` at an ``exception``-kind crash point.
 
     Let it propagate: the engine reports ``crashed`` when this exception is anywhere in the
-    chain (``__cause__`` / ``__context__``) of what ``Case.run`` raised, ``rejected`` otherwise.
+    chain (``__cause__`` / ``__context__``) of what ``Case.run`` raised.  Any other exception is
+    a refusal of the framework or a failure of the harness: see "Who raised it" below.
     """
 
 
@@ -186,6 +187,35 @@ class HarnessError(Exception):
     the example, and never turns it into a finding.  Any exception raised from the adapter's own
     code (rather than from inside the framework) is treated the same way.
     """
+
+
+# Who raised it.  When ``Case.run`` (or ``query``) raises, the engine decides, in the worker
+# (``fuzz/internal/blame.py``), whether the *framework refused* (outcome ``rejected``; the
+# observation's ``error`` is ``"ExcType: first line of message"`` of the framework's exception)
+# or the *harness failed* (a tool error for the example: counted, shown with the adapter's
+# traceback, never a finding; ``fuzz.errors.HarnessFailure``):
+#
+# 1. ``CrashInjected`` anywhere in the chain: ``crashed``.
+# 2. ``HarnessError`` anywhere in the chain (causes, contexts, group members): the harness.
+# 3. ``Refused`` in the explicit chain (``raise Refused(...) from exc`` included): a refusal.
+# 4. Otherwise the root cause decides: follow ``__cause__`` (explicit ``raise ... from``; for an
+#    exception group, its first member) to the end, and take the innermost frame of its traceback
+#    that is not the standard library.  Inside the framework (or any other installed package it
+#    calls): a refusal.  Inside our code, ``adapters``, ``fuzz``, ``refmodel``, the module tree of
+#    a third-party adapter class (``mypkg`` for ``mypkg.mod:MyAdapter``), or a module an adapter
+#    generates under a name starting with ``resumefuzz_``: the harness.
+#
+# So: let the framework's exceptions propagate (wrapping them ``raise X from exc`` keeps the
+# framework's words: the error text is the outermost framework exception of the chain); raise
+# ``Refused`` only for a refusal the framework made by other means; raise ``HarnessError`` (or
+# let any exception of your own propagate) when the adapter cannot do its job.  An exception
+# raised *while handling* a framework exception (implicit ``__context__``) is the adapter's own.
+# A home-made checkpointer that is its own framework (``docs/examples/toy_adapter.py``, the
+# built-in reference) raises ``Refused`` (or a subclass) for its refusals.
+#
+# What the framework prints (fds 1 and 2 of the worker, logging included, from any thread) is
+# captured, never shown on the terminal: the last 4 KB of each operation go to the runner's log
+# (``CaseRunner.log``), for the report.
 
 
 class Hooks:
@@ -241,8 +271,10 @@ class Case:
         """Apply one executing operation (``Start``, ``Resume``, ``Recover``, ``Fork``).
 
         Returns ``"interrupted"`` (a gate is pending) or ``"completed"`` (the run finished, or
-        the call was a no-op on a finished run).  Raise to report a loud refusal (``rejected``);
-        let ``CrashInjected`` propagate (``crashed``).  The engine reads effects from its ledger
+        the call was a no-op on a finished run).  Let the framework's exception propagate to
+        report a loud refusal (``rejected``), or raise ``Refused``; let ``CrashInjected``
+        propagate (``crashed``).  Anything else the adapter raises is a harness error ("Who
+        raised it" above).  The engine reads effects from its ledger
         and the state with ``query`` afterwards: return nothing else.
 
         ``Fork(thread, gate, value, new_thread)``: resume the checkpoint at which ``gate`` was

@@ -12,20 +12,23 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hypothesis import Phase, Verbosity
+from hypothesis import Phase, Verbosity, reject
 from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
 
 from . import corpus, evidence, report
-from .errors import EngineError
+from .errors import EngineError, HarnessFailure
 from .failures import Failure
 from .machine import machine_for
 from .profiles import profile_settings
 from .runner import Session, Settings
 
 CHUNK = 20
+HARNESS_SHARE = 0.2  # harness errors in more than this share of examples end a variant
+HARNESS_MIN = 5  # ... once there are at least this many (one early error is not a share)
+HARNESS_SHOWN = 5  # first messages kept for the summary
 
 
 @dataclass
@@ -35,8 +38,9 @@ class Found:
     property: str
     length: int
     verdict: str
-    corpus: str
+    corpus: str  # "" when the failure never came back on replay (not kept)
     report: str
+    reproduced: dict | None = None  # {"k", "n"}: came back in k of n replays; None: every time
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -51,6 +55,16 @@ class VariantResult:
     findings: list = field(default_factory=list)
     flaky: list = field(default_factory=list)  # failures Hypothesis could not reproduce
     errors: list = field(default_factory=list)  # engine or adapter errors that ended the run
+    # Examples discarded because the adapter failed (fuzz.errors.HarnessFailure), and the first
+    # few messages: tool errors, never findings.
+    harness_errors: int = 0
+    harness_messages: list = field(default_factory=list)
+
+    def harness_share_exceeded(self, minimum: int = 1) -> bool:
+        return (self.harness_errors >= minimum
+                and self.harness_errors > HARNESS_SHARE * max(1, self.examples))
+    # evidence.Exercise: per property, the operations that could have broken it (fuzz.evidence)
+    exercised: object = field(default_factory=evidence.Exercise)
 
 
 @dataclass
@@ -97,11 +111,25 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                       Settings(op_timeout=options.op_timeout, mode=options.mode))
     notify_outer = observer or (lambda event, **data: None)
 
+    def harness_failed(exc: HarnessFailure) -> None:
+        # The adapter failed on this example: discard it (never a finding) and count it; too
+        # many end the variant as an engine error would.
+        result.harness_errors += 1
+        if len(result.harness_messages) < HARNESS_SHOWN:
+            result.harness_messages.append(str(exc).splitlines()[0])
+        if result.harness_share_exceeded(HARNESS_MIN):
+            raise _TooManyHarnessErrors(_too_many(result)) from exc
+        reject()
+
+    session.on_harness_failure = harness_failed
+
     def notify(event, **data):
         if event == "example":
             result.examples += 1
+            result.exercised.example()
         elif event == "op":
             result.operations += 1
+            result.exercised.op(**data)
         notify_outer(event, variant=variant.name, result=result, **data)
 
     budget = max_examples or profile_settings(options.profile).max_examples
@@ -142,6 +170,9 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                 failure.timing = True
         except Flaky as exc:  # data generation itself differed: nothing to keep
             result.flaky.append(str(exc).splitlines()[0])
+        except _TooManyHarnessErrors as exc:
+            result.errors.append(str(exc))
+            break
         except EngineError as exc:
             # The machinery or the adapter broke (never a verdict): this variant's campaign
             # ends here, loudly; the others go on, and the command exits 2.
@@ -160,35 +191,62 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             budget -= result.examples - before
             if failure is None or budget <= 0:
                 break
+    if result.harness_share_exceeded() and not result.errors:
+        result.errors.append(_too_many(result))
     result.seconds = round(time.monotonic() - started, 2)
     return result
 
 
+class _TooManyHarnessErrors(BaseException):
+    """Ends a variant's Hypothesis run at once.  A ``BaseException``: Hypothesis would shrink
+    (and call flaky) an ``Exception``, and this is no failure of an example."""
+
+
+def _too_many(result) -> str:
+    return (f"harness errors in {result.harness_errors} of {result.examples} examples (more "
+            f"than {HARNESS_SHARE:.0%}); first: {result.harness_messages[0]}")
+
+
 TRIALS = 5  # replays that measure how often a timing-dependent failure reproduces
+TRIALS = 5  # replays that measure how often a failure Hypothesis could not reproduce comes back
 
 
 def _keep(adapter, variant, failure, options, result, notify):
+    """Turn a (shrunk) failure into a corpus entry and a shrink report.
+
+    A failure Hypothesis could not reproduce every time is replayed ``TRIALS`` times first: one
+    that came back k > 0 times is a finding like any other, kept with its rate (its matrix cell
+    reads ``✗ (k/n)``, and its regression test replays it in trials); one that never came back
+    is dropped from the corpus, and its report, the only record, says so.
+    """
     trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                       dict(adapter.versions()))
     if getattr(failure, "timing", False):
         trace = _measure_timing(adapter, trace, options)
-    path = corpus.save(trace, options.corpus_dir)
+    path = corpus.entry_path(trace, options.corpus_dir)
+    if not trace.finding.never_reproduced:
+        path = corpus.save(trace, options.corpus_dir)
     script = adapter.repro_script(variant, trace.workflow, trace.operations)
     report_file = report.write(trace, path, script, options.reports_dir)
     found = Found(variant.name, trace.finding.category, trace.finding.property,
-                  len(trace.operations), trace.finding.verdict, str(path), str(report_file))
-    if not any(f.category == found.category and f.length <= found.length for f in result.findings):
+                  len(trace.operations), trace.finding.verdict,
+                  "" if trace.finding.never_reproduced else str(path), str(report_file),
+                  trace.finding.reproduced)
+    if trace.finding.never_reproduced:
+        result.flaky.append(f"{found.category}: never came back in {TRIALS} replays "
+                            f"(not kept; report {report_file})")
+    elif not any(f.category == found.category and f.length <= found.length
+                 for f in result.findings):
         result.findings = [f for f in result.findings if f.category != found.category] + [found]
     notify("finding", variant=variant.name, result=result, found=found)
 
 
 def _measure_timing(adapter, trace, options):
-    """A failure Hypothesis could not reproduce every time depends on timing: say so, with the
-    rate at which it reproduces over ``TRIALS`` replays."""
+    """Replay a failure Hypothesis could not reproduce every time ``TRIALS`` times, and record in
+    its finding how often it came back (``reproduced: {"k", "n"}``): a rate, not a verdict."""
     from .replay import Replayer
 
     replayer = Replayer(options.op_timeout, adapters={adapter.name: adapter})
     statuses = [replayer.replay_trace(trace).status for _ in range(TRIALS)]
     again = sum(s == "FAILED" for s in statuses)
-    detail = f"timing-dependent (reproduced {again}/{TRIALS} replays): {trace.finding.detail}"
-    return trace.with_(finding=replace(trace.finding, detail=detail))
+    return trace.with_(finding=replace(trace.finding, reproduced={"k": again, "n": TRIALS}))

@@ -68,8 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=1, metavar="N",
                    help="replay each entry N times and report how often each status came up")
     p.add_argument("--mark-timing", action="store_true",
-                   help="with --trials: mark entries whose recorded status came up in some but "
-                        "not all trials as timing-dependent, with the measured rate")
+                   help="with --trials: record in each entry whose recorded status came up in "
+                        "some but not all trials the measured rate (finding.reproduced)")
     p.add_argument("--update", action="store_true",
                    help="record in each entry the status this replay found (FIXED, FAILED, "
                         "CHANGED), as the nightly run does; ERROR leaves an entry as it was")
@@ -156,6 +156,8 @@ def _fuzz(args) -> int:
             "findings": findings,
             "flaky": [m for r in results for m in r.flaky],
             "errors": [{"variant": r.variant, "error": e} for r in results for e in r.errors],
+            "harness_errors": [{"variant": r.variant, "count": r.harness_errors,
+                                "first": r.harness_messages} for r in results],
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
@@ -211,9 +213,14 @@ def _summary(target, results, seconds) -> None:
             print(f"  [{r.variant}] nothing found ({r.examples} examples, {r.operations} ops)")
         for f in r.findings:
             mark = "D" if f.verdict == "D" else "✗"
+            if f.reproduced and f.reproduced["k"] < f.reproduced["n"]:
+                mark += f" ({f.reproduced['k']}/{f.reproduced['n']})"  # came back k of n times
             print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: {f.report}")
         for m in r.flaky:
             print(f"  [{r.variant}] flaky (not reproducible): {m}")
+        if r.harness_errors:
+            print(f"  [{r.variant}] {r.harness_errors} examples discarded on harness errors "
+                  f"(tool errors, not findings); first: {'; '.join(r.harness_messages)}")
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -221,7 +228,7 @@ def _summary(target, results, seconds) -> None:
 
 def _replay(args) -> int:
     from .corpus import entries
-    from .replay import Replayer
+    from .replay import Replayer, summarize
 
     paths = entries(args.paths or None)
     if not paths:
@@ -233,13 +240,9 @@ def _replay(args) -> int:
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
         statuses = [t.status for t in trials]
-        result = max(trials, key=lambda t: statuses.count(t.status))  # the most frequent
-        if args.trials > 1:
-            counts = ", ".join(f"{s} {statuses.count(s)}/{args.trials}"
-                               for s in dict.fromkeys(statuses))
-            result.detail = f"[{counts}] {result.detail}"
-            if args.mark_timing:
-                _mark_timing(path, statuses)
+        result = summarize(trials)  # FAILED if any trial failed; the rate of each status
+        if args.trials > 1 and args.mark_timing:
+            _mark_timing(path, statuses)
         if args.update and result.status != "ERROR":
             _record_status(path, result.status, statuses)
         results.append(result)
@@ -267,17 +270,15 @@ def _record_status(path, status: str, statuses) -> None:
 
 
 def _mark_timing(path, statuses) -> None:
-    """Record, in the entry, that its recorded status reproduces only sometimes."""
+    """Record, in the entry's finding, the rate at which its recorded status came back
+    (``reproduced: {"k", "n"}``): the regression test then replays it in trials."""
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
     recorded = trace.status or "FAILED"
     again = statuses.count(recorded)
     if 0 < again < len(statuses) and trace.finding is not None:
-        detail = trace.finding.detail.split(": ", 1)[-1] if trace.finding.detail.startswith(
-            "timing-dependent") else trace.finding.detail
-        rate = f"timing-dependent (reproduced {again}/{len(statuses)} replays)"
-        finding = dataclasses.replace(trace.finding, detail=f"{rate}: {detail}")
+        finding = dataclasses.replace(trace.finding, reproduced={"k": again, "n": len(statuses)})
         dump_trace(trace.with_(finding=finding), path)
 
 
@@ -390,23 +391,18 @@ def _nightly(args) -> int:
 
 
 def _matrix(args) -> int:
-    import os
     from pathlib import Path
 
     from adapters.protocol import atomic_write_text
 
-    from .matrix import build, render
+    from .matrix import build, relative_links, render
 
     rows = build(args.targets or None, Path(args.results), Path(args.corpus), Path(args.reports))
     if not rows:
         raise UsageError(f"no evidence under {args.results}/ and no findings under {args.corpus}/: "
                          "run a campaign first (resumefuzz fuzz TARGET)")
     if args.output:
-        base = Path(args.output).resolve().parent
-        for row in rows:
-            for cell in row.cells.values():
-                if cell.link:
-                    cell.link = os.path.relpath(Path(cell.link).resolve(), base)
+        relative_links(rows, Path(args.output).resolve().parent)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(Path(args.output), render(rows, args.format))
         print(f"wrote {args.output}")

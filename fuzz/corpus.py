@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -19,6 +20,18 @@ from refmodel import CATEGORY_INFO
 from .trace import Finding, Trace, dump_trace, load_trace
 
 CORPUS_DIR = Path("corpus")
+FALSE_ALARM = 0.01  # chance that trials of a still-present timing-dependent finding all miss it
+MAX_TRIALS = 30
+
+
+def trials_for(reproduced: dict | None) -> int:
+    """Replays that show a finding recorded as reproduced k of n times at least once, but with
+    chance ``FALSE_ALARM`` (at most ``MAX_TRIALS``); 1 for a finding that reproduced every time.
+    The regression tests and the nightly replay judge a timing-dependent entry by these."""
+    if reproduced is None or reproduced["k"] >= reproduced["n"] or reproduced["k"] == 0:
+        return 1
+    miss = 1 - reproduced["k"] / reproduced["n"]
+    return min(MAX_TRIALS, max(2, math.ceil(math.log(FALSE_ALARM) / math.log(miss))))
 
 
 def slug(name: str) -> str:
@@ -82,4 +95,12 @@ def entries(paths: list[Path] | None = None, root: Path = CORPUS_DIR) -> list[Pa
     return out
 
 
-__all__ = ["CORPUS_DIR", "entries", "entry_from_failure", "entry_path", "load_trace", "save"]
+def replays_for(trace: Trace) -> int:
+    """How many replays judge an entry: ``trials_for`` its rate while it records a failure; 1
+    for an entry that reproduced every time, and for one recorded FIXED."""
+    if trace.finding is None or trace.status == "FIXED":
+        return 1
+    return trials_for(trace.finding.reproduced)
+
+
+__all__ = ["CORPUS_DIR", "entries", "replays_for", "trials_for", "entry_from_failure", "entry_path", "load_trace", "save"]

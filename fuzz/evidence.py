@@ -1,14 +1,18 @@
 """Campaign evidence: what was searched, per target and variant, for the matrix to read.
 
-``results/<target>/<variant>.json`` (format ``resumefuzz-evidence``, version 1) holds the latest
-campaign's numbers and the running totals, the variant's capabilities (what is ``n/a`` and why),
-its documented deviations and intents, and the versions it ran at.  Written atomically.
+``results/<target>/<variant>.json`` (format ``resumefuzz-evidence``, version 2; see
+``docs/evidence-format.md``) holds the latest campaign's numbers and the running totals, the
+operations that could have broken each property (``exercised``, counted by ``Exercise``), the
+variant's capabilities (what is ``n/a`` and why), its documented deviations and intents, and the
+versions it ran at.  Written atomically.  Version 1 files (no ``exercised``) still load: their
+properties render ``?`` (not counted), never ``✓``.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+from collections import Counter
 from pathlib import Path
 
 from adapters.protocol import OPERATIONS, atomic_write_text
@@ -17,7 +21,126 @@ from .corpus import slug, tool_versions
 from .errors import UsageError
 
 RESULTS_DIR = Path("results")
-FORMAT, VERSION = "resumefuzz-evidence", 1
+FORMAT, VERSION = "resumefuzz-evidence", 2
+READS = (1, 2)  # versions ``load`` accepts (1: written before operations were counted)
+
+# A property is ✓ only when at least this many operations that could have broken it ran on the
+# variant (over all its campaigns); fewer is ``?``.  Five: one or two are luck, a handful of
+# independently drawn attempts (each in its own example, with its own crash point and values)
+# is the least a maintainer can read as "tried".
+MIN_EXERCISED = 5
+
+# The properties ``Exercise`` counts (FI is declared by the adapter, not exercised).
+COUNTED = ("PC", "EO", "FD", "CV", "CO", "RD", "LV")
+_RECOVERABLE = ("sigkill", "exception")  # ThreadModel.crash_kind values that are real crashes
+
+
+class Exercise:
+    """Counts, per property, the operations of a campaign that could have broken it.
+
+    Fed by the machine's observer: ``example()`` when an example starts, ``op(op=..., observed=...,
+    world=..., allowed=...)`` after each operation (``observed``: the target's Observation;
+    ``world``: the reference world *before* the op).  Only ``op`` is required: without
+    ``observed`` a crash point counts as fired, without ``world`` the thread history seen in this
+    example stands in for the reference's (a gate counts as consumed once the thread was resumed).
+
+    What counts (keys of ``counts[prop]``, so the evidence says what stands behind a ✓):
+
+    - PC: every executing operation (``start``, ``resume``, ``recover``, ``fork``, ``race``,
+      ``twin_recover``), by name;
+    - EO, LV: a crash point that fired (``<kind>/<phase>``), followed by a ``recover`` or
+      ``twin_recover`` of that thread;
+    - FD: a ``fork`` of a gate its source thread had consumed already;
+    - CV: a ``tamper`` (by ``how``) followed by an executing op on that thread, and every
+      executing op carrying a ``BadOutput``;
+    - CO: a ``race`` of k racers on an interrupted, untampered thread (``race of k``), and a
+      ``resume`` of a thread that had consumed a gate already (sequential double consume);
+    - RD: a ``twin_recover`` of a crashed thread.
+    """
+
+    def __init__(self):
+        self.counts: dict = {p: Counter() for p in COUNTED}
+        self.example()
+
+    def example(self) -> None:
+        self._crashed: dict = {}  # thread -> "<kind>/<phase>" of the crash it has not recovered
+        self._tampered: dict = {}  # thread -> how, until an executing op reads it
+        self._resumed: set = set()  # threads resumed (or forked from) in this example
+
+    def op(self, op=None, observed=None, world=None, **_ignored) -> None:
+        if op is None:
+            return
+        name = getattr(op, "name", "")
+        thread = getattr(op, "thread", None)
+        before = world.get(thread) if world is not None and thread is not None else None
+        executes = getattr(op, "executes", False) or name in ("race", "twin_recover")
+        outcome = getattr(observed, "outcome", None)
+        if executes:
+            self.counts["PC"][name] += 1
+            if getattr(op, "bad_output", None):
+                self.counts["CV"]["bad_output"] += 1
+            if thread in self._tampered:
+                self.counts["CV"][f"tamper:{self._tampered.pop(thread)}"] += 1
+        if name in ("recover", "twin_recover"):
+            crash = self._crashed.pop(thread, None)
+            if before is not None:  # the reference knows whether the thread needs recovery
+                kind = getattr(before, "crash_kind", None)
+                crash = (crash or f"{kind}/?") if kind in _RECOVERABLE else None
+            if crash is not None:
+                self.counts["EO"][crash] += 1
+                self.counts["LV"][crash] += 1
+                if name == "twin_recover":
+                    self.counts["RD"]["twin_recover"] += 1
+        elif name == "tamper":
+            self._tampered[thread] = getattr(op, "how", "?")
+        elif name == "fork":
+            if self._consumed(before, thread, getattr(op, "gate", None)):
+                self.counts["FD"]["fork of a consumed gate"] += 1
+            self._resumed.add(getattr(op, "new_thread", None))
+        elif name == "race":
+            racers = len(getattr(op, "values", ()))
+            reached = outcome is None or "stuck" not in str(outcome).split("|")
+            if before is not None:
+                reached = reached and not before.tampered and before.durable.pending is not None
+            if reached:
+                self.counts["CO"][f"race of {racers}"] += 1
+            self._resumed.add(thread)
+        elif name == "resume":
+            if self._consumed(before, thread, None):
+                self.counts["CO"]["resume after a consume"] += 1
+            self._resumed.add(thread)
+        crash = getattr(op, "crash", None)
+        if crash is not None and (observed is None or outcome == "crashed"):
+            died = getattr(op, "new_thread", None) if name == "fork" else thread
+            self._crashed[died] = f"{crash.kind}/{crash.phase}"
+
+    def _consumed(self, before, thread, gate) -> bool:
+        """Had ``thread`` consumed ``gate`` (any gate when None) before this op?"""
+        if before is None:
+            return thread in self._resumed
+        answers = dict(before.durable.answers)
+        return bool(answers) if gate is None else gate in answers
+
+    def to_json(self) -> dict:
+        return {p: dict(sorted(c.items())) for p, c in self.counts.items()}
+
+
+def merge_exercised(old: dict | None, new: dict | None) -> dict:
+    """Running totals of two ``exercised`` maps (``{prop: {what: count}}``)."""
+    out = {p: dict(v) for p, v in (old or {}).items()}
+    for prop, counts in (new or {}).items():
+        mine = out.setdefault(prop, {})
+        for what, n in counts.items():
+            mine[what] = mine.get(what, 0) + n
+    return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
+
+
+def exercised_total(doc: dict, prop: str) -> int | None:
+    """How many operations that could break ``prop`` the evidence counts; None: not counted."""
+    counts = doc.get("exercised")
+    if counts is None:
+        return None
+    return sum(counts.get(prop, {}).values())
 
 
 def now() -> str:
@@ -43,9 +166,13 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "updated": now(),
         "latest": {"examples": result.examples, "operations": result.operations,
                    "seconds": result.seconds,
-                   "categories": sorted({f.category for f in result.findings})},
+                   "categories": sorted({f.category for f in result.findings}),
+                   "exercised": _exercised(result)},
         "total_examples": old.get("total_examples", 0) + result.examples,
         "total_operations": old.get("total_operations", 0) + result.operations,
+        # Counted only since version 2: totals of version 1 campaigns are not known, so a file
+        # upgraded from version 1 counts from its first version 2 campaign on.
+        "exercised": merge_exercised(old.get("exercised"), _exercised(result)),
         "campaigns": old.get("campaigns", 0) + 1,
         "capabilities": {
             "operations": sorted(caps.operations),
@@ -66,13 +193,20 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
     return path
 
 
+def _exercised(result) -> dict:
+    counts = getattr(result, "exercised", None)
+    if isinstance(counts, Exercise):
+        return counts.to_json()
+    return merge_exercised(None, counts or {})
+
+
 def load(path: Path) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a readable evidence file: {exc}") from None
-    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise UsageError(f"{path}: not {FORMAT} version {VERSION}")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") not in READS:
+        raise UsageError(f"{path}: not {FORMAT} version {' or '.join(map(str, READS))}")
     return doc
 
 

@@ -3,9 +3,11 @@
 ``machine_for(session)`` builds a Hypothesis ``RuleBasedStateMachine`` bound to one prepared
 target variant.  Each example draws a workflow (1-4 tasks, 0-2 gates, 2-3 values), then rules
 apply operations the variant can express, each with a crash point drawn for it.  After every
-operation the target's observation is checked against the set the reference allows
-(``refmodel.classify``); the first divergence raises the failure class of its category, from one
-line (``_check``), and Hypothesis shrinks it to a minimal trace.
+operation the target's observation is judged by ``judge.judge_step`` (the comparison step shared
+with ``replay`` and the minimizer).  The first ✗ raises the failure class of its category (from
+``_fail``), and Hypothesis shrinks it to a minimal trace.  A documented deviation (D) does not
+end the example: the machine goes on from the target's branch; an example with D's and no ✗
+raises the first D at teardown, so it still lands in the corpus with verdict D.
 
 Preconditions read the reference world, never the target's: generation is driven by the oracle,
 so a shrunk trace is always one the reference gives a meaning to.
@@ -23,7 +25,6 @@ from adapters.protocol import Capabilities
 from refmodel import (
     CrashAt,
     Fork,
-    Model,
     Query,
     Race,
     Recover,
@@ -33,10 +34,10 @@ from refmodel import (
     TwinRecover,
     Workflow,
     World,
-    classify,
 )
 
 from .failures import FAILURES
+from .judge import judge_step, model_for
 from .runner import Session
 
 VALUES = ("a", "b", "c")
@@ -55,9 +56,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
 
     ``observer(event, **data)`` is called for progress display: ``"example"`` when one starts,
-    ``"op"`` after each operation.  ``suppress`` holds categories already found: an example
-    that diverges with one of them is discarded (``reject``), so that a campaign goes on to find
-    the others instead of re-finding the first (one frequent category masks the rest).
+    ``"op"`` after each operation, with ``op``, ``observed``, ``world`` (the reference world
+    before the op) and ``allowed`` (the observations the reference allowed).  ``suppress`` holds
+    categories already found: an example with a ✗ of one of them is discarded (``reject``), and a
+    D of one of them is not recorded, so that a campaign goes on to find the others instead of
+    re-finding the first (one frequent category masks the rest).
     """
     caps: Capabilities = session.adapter.capabilities(session.variant)
     if session.settings.mode == "inprocess":  # no worker to kill, no processes to race
@@ -76,9 +79,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             gates = data.draw(st.sets(st.integers(1, n), max_size=min(2, n)), label="gates")
             k = data.draw(st.integers(2, 3), label="values")
             self.workflow = Workflow(n, frozenset(gates), VALUES[:k])
-            self.model = Model(self.workflow)
+            self.model = model_for(self.workflow, caps)
             self.world = World()
             self.history = []
+            self.deviations_seen = []  # [(step, Judgement)] of the D's met, in order
+            self.failed = False
             self.runner = session.case(self.workflow)
             notify("example")
 
@@ -86,6 +91,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             runner = getattr(self, "runner", None)
             if runner is not None:
                 runner.close()
+            seen = getattr(self, "deviations_seen", None)
+            if seen and not self.failed:
+                # Only documented deviations in this example: it is a D finding (the first).
+                step, judgement = seen[0]
+                self._fail(step, self.history[step - 1][0], judgement)
 
         # -- drawing --------------------------------------------------------------------------
         def _threads(self, data, keep):
@@ -181,39 +191,43 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
 
         # -- the comparison -------------------------------------------------------------------
         def _check(self, op):
-            allowed = self.model.step(self.world, op)
+            # Set until the step returns: teardown must not raise a D over an exception (an
+            # engine error, a rejected example) that is already on its way out of a step.
+            self.failed = True
+            world = self.world
             observed = self.runner.apply(op)
-            expected = [o for o, _ in allowed]
-            self.history.append((op, observed, tuple(expected)))
-            notify("op", op=op)
-            divergence = classify(self.model, self.world, op, expected, observed)
+            judgement = judge_step(self.model, world, op, observed, caps, deviations,
+                                   self.history)
+            expected = list(judgement.allowed)
+            self.history.append((op, observed, judgement.allowed))
+            notify("op", op=op, observed=observed, world=world, allowed=expected)
+            divergence = judgement.divergence
             if divergence is not None and divergence.category in suppress:
-                reject()
-            if divergence is not None:
-                # How the thread died: in this very op, or before it (a recovery diverging).
-                thread = self.world.get(op.thread)
-                crash = getattr(op, "crash", None)
-                if observed.outcome == "crashed" and crash is not None:
-                    crash_kind = crash.kind
-                else:
-                    crash_kind = thread.crash_kind if thread is not None else None
-                deviation = next((d for d in deviations if d.covers(
-                    divergence.category, op.name, crash_kind)), None)
-                raise FAILURES[divergence.category](
-                    f"{divergence.category} at step {len(self.history)} ({op.name}): "
-                    f"{divergence.detail}",
-                    history=self.history,
-                    divergence=divergence,
-                    verdict="D" if deviation else "✗",
-                    citation=deviation.citation if deviation else "",
-                    workflow=self.workflow,
-                )
-            self.world = next(w for o, w in allowed if o.same_as(observed))
-            if isinstance(op, Tamper) and caps.tamper_scope == "store":
-                # The whole store was damaged: every other thread with a checkpoint is too.
-                for name, thread in self.world.threads:
-                    if not thread.tampered and self._status(thread) != "new":
-                        self.world = self.model.step(self.world, Tamper(name, how=op.how))[0][1]
+                if judgement.verdict == "✗":
+                    reject()
+            elif judgement.verdict == "D":
+                # A documented deviation does not end the search (CONTRACT §5): record it, go
+                # on from the target's branch; it is raised at the end if nothing worse follows.
+                self.deviations_seen.append((len(self.history), judgement))
+            elif judgement.verdict == "✗":
+                self._fail(len(self.history), op, judgement)
+            self.world = judgement.world
+            self.failed = False
+
+        def _fail(self, step, op, judgement):
+            """Raise the failure of ``judgement``: the one place failures are raised.
+
+            A ✗ and a D raise from two different lines, so Hypothesis, which tells failures
+            apart by type and raising line, never shrinks a ✗ into a D of the same category.
+            """
+            divergence = judgement.divergence
+            cls = FAILURES[divergence.category]
+            message = f"{divergence.category} at step {step} ({op.name}): {divergence.detail}"
+            fields = dict(history=self.history[:step] if judgement.verdict == "D" else self.history,
+                          divergence=divergence, workflow=self.workflow)
+            if judgement.verdict == "D":
+                raise cls(message, verdict="D", citation=judgement.citation, **fields)
+            raise cls(message, verdict="✗", citation="", **fields)
 
     DifferentialMachine.__name__ = f"Differential_{session.adapter.name}_{session.variant.name}"
     return DifferentialMachine

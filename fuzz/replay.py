@@ -7,17 +7,22 @@
 - ``ERROR``: the entry could not be replayed (malformed file, unknown target or variant, a
   framework that is not installed, an operation the model does not admit); the reason says which.
 
-Replay drives the same worker, barrier and ledger machinery as a campaign.
+Replay drives the same worker, barrier and ledger machinery as a campaign, and judges with the
+campaign's own comparison step (``judge.judge_trace``): the adapter's tamper reach and documented
+deviations apply, and where the contract allows several outcomes the target's branch is followed.
+``summarize`` folds several trials of one entry (``replay --trials``) into one result with the
+rate of each status.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from refmodel import InvalidOperation, Model, World, classify
+from refmodel import InvalidOperation
 
 from .errors import ResumefuzzError
+from .judge import judge_trace
 from .runner import Session, Settings
 from .targets import prepare, resolve, select_variants
 from .trace import load_trace
@@ -30,9 +35,14 @@ class ReplayResult:
     recorded: str | None  # the category the entry was recorded with
     category: str | None  # the category found now (None when nothing diverged)
     detail: str
+    verdict: str | None = None  # "✗" or "D" for the divergence found now
+    rates: dict = field(default_factory=dict)  # status -> trials with it (``summarize``)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
+
+
+STATUSES = ("FAILED", "CHANGED", "FIXED", "ERROR")
 
 
 class Replayer:
@@ -69,19 +79,48 @@ class Replayer:
             return ReplayResult(path, "ERROR", recorded, None, str(exc))
 
     def _run(self, path, trace, session, recorded) -> ReplayResult:
-        model, world = Model(trace.workflow), World()
-        runner = session.case(trace.workflow)
-        try:
-            for i, op in enumerate(trace.operations):
-                allowed = model.step(world, op)
-                observed = runner.apply(op)
-                divergence = classify(model, world, op, [o for o, _ in allowed], observed)
-                if divergence is not None:
-                    status = "FAILED" if divergence.category == recorded else "CHANGED"
-                    detail = f"step {i + 1} ({op.name}): {divergence.detail}"
-                    return ReplayResult(str(path), status, recorded, divergence.category, detail)
-                world = next(w for o, w in allowed if o.same_as(observed))
-        finally:
-            runner.close()
-        return ReplayResult(str(path), "FIXED", recorded, None,
-                            f"all {len(trace.operations)} operations match the reference")
+        # The campaign's own comparison step: the same tamper reach, the same deviations, and
+        # the target's allowed branch followed exactly as the machine follows it.
+        adapter, variant = session.adapter, session.variant
+        verdict = judge_trace(session.case, trace.workflow, trace.operations,
+                              adapter.capabilities(variant), list(adapter.deviations(variant)))
+        divergence = verdict.divergence
+        if divergence is None:
+            return ReplayResult(str(path), "FIXED", recorded, None,
+                                f"all {len(trace.operations)} operations match the reference")
+        status = "FAILED" if divergence.category == recorded else "CHANGED"
+        op = trace.operations[verdict.first_divergence_index]
+        detail = f"step {verdict.first_divergence_index + 1} ({op.name}): {divergence.detail}"
+        if verdict.verdict == "D":
+            detail += f" [D: {verdict.citation}]"
+        return ReplayResult(str(path), status, recorded, divergence.category, detail,
+                            verdict=verdict.verdict)
+
+
+def summarize(trials: list[ReplayResult]) -> ReplayResult:
+    """One entry's result over several trials, with the rate of each status.
+
+    FAILED if any trial failed (a finding that came back k of n times is a finding); else CHANGED
+    if any trial changed; FIXED only when every trial was FIXED; else ERROR (the entry could not
+    be replayed, or some trials could not run and the rest were FIXED: nothing then shows that
+    it is fixed).  A tie never turns a failing entry into FIXED.
+    """
+    if not trials:
+        raise ValueError("summarize needs at least one trial")
+    statuses = [t.status for t in trials]
+    n = len(statuses)
+    rates = {s: statuses.count(s) for s in STATUSES if s in statuses}
+    if "FAILED" in rates:
+        status = "FAILED"
+    elif "CHANGED" in rates:
+        status = "CHANGED"
+    elif rates.get("FIXED") == n:
+        status = "FIXED"
+    else:  # every trial, or some, could not run: nothing shows the entry is fixed
+        status = "ERROR"
+    chosen = next(t for t in trials if t.status == status)
+    result = replace(chosen, rates=rates)
+    if n > 1:
+        counts = ", ".join(f"{s} {c}/{n}" for s, c in rates.items())
+        result.detail = f"[{counts}] {chosen.detail}"
+    return result

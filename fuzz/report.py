@@ -47,11 +47,18 @@ def render(trace: Trace, corpus_path: Path, script: str | None) -> str:
         f"- **Property broken**: {f.property}",
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
+        *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
+           "the campaign" + (" (it depends on timing: its regression test replays it in trials)"
+                             if f.rate else "")]
+          if f.reproduced is not None and not f.never_reproduced else []),
         f"- **Workflow**: {trace.workflow.n} tasks, gates {sorted(trace.workflow.gates)}, "
         f"values {list(trace.workflow.values)}",
         f"- **Versions**: " + ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())),
         f"- **Fingerprint**: `{trace.fingerprint}` (found {trace.created})",
         "",
+        *([f"> **Never came back**: 0 of {f.reproduced['n']} replays right after the campaign "
+           "reproduced it, so it was dropped from the corpus; this report is its only record.",
+           ""] if f.never_reproduced else []),
         "## Minimal trace",
         "",
         "| # | operation | expected (reference) | observed |",
@@ -69,9 +76,8 @@ def render(trace: Trace, corpus_path: Path, script: str | None) -> str:
         "",
         "## Replay",
         "",
-        "```",
-        f"resumefuzz replay {corpus_path}",
-        "```",
+        *(["Not in the corpus (it never came back on replay)."] if f.never_reproduced else
+          ["```", f"resumefuzz replay {corpus_path}", "```"]),
         "",
         "## Standalone reproduction (the framework's own API, no resumefuzz)",
         "",

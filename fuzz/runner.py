@@ -27,13 +27,17 @@ from pathlib import Path
 import multiprocess
 
 from adapters.protocol import Adapter, Variant
-from refmodel import Fork, Observation, Op, Race, StateView, TwinRecover, Workflow
+from refmodel import Fork, Observation, Op, Query, Race, StateView, TwinRecover, Workflow
 
-from .errors import EngineError
+from .errors import EngineError, HarnessFailure
+from .internal import messages as m
+from .internal.blame import roots_of
 from .internal.ledger import Ledger
+from .internal.worker import OUTPUT_LIMIT
 from .internal.worker import TWIN as _TWIN
 from .internal.worker import cleanup as _cleanup
 from .internal.worker import handle as _handle
+from .internal.worker import output_path as _output_path
 from .internal.worker import serve as _serve
 
 _contexts = {"fork": multiprocess.get_context("fork"), "spawn": multiprocess.get_context("spawn")}
@@ -56,6 +60,10 @@ class Settings:
 
 class Session:
     """One adapter variant, prepared in this (parent) process, ready to fork workers."""
+
+    # Called with each ``HarnessFailure`` before it propagates from ``CaseRunner.apply`` (a
+    # campaign counts it and discards the example); ``None``: it just propagates.
+    on_harness_failure = None
 
     def __init__(self, adapter: Adapter, variant: Variant, root: Path | None = None,
                  settings: Settings = Settings()):
@@ -94,8 +102,9 @@ class _Worker:
         child_conn.close()
 
     def call(self, message, timeout: float):
-        """Send a command; returns ``("reply", value)``, ``("killed", None)`` when the worker hit
-        a sigkill barrier (and was killed here), ``("died", None)`` or ``("timeout", None)``."""
+        """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
+        ``("killed", None)`` when the worker hit a sigkill barrier (and was killed here),
+        ``("died", None)`` or ``("timeout", None)``."""
         try:
             self.conn.send(message)
         except (BrokenPipeError, OSError):
@@ -117,7 +126,7 @@ class _Worker:
                 except (EOFError, OSError):
                     self.kill()
                     return ("died", None)
-                if message == ("barrier",):  # a sigkill crash point: the worker waits to die
+                if message == m.Barrier(m.SIGKILL):  # a crash point: the worker waits to die
                     self.kill()
                     return ("killed", None)
                 return ("reply", message)
@@ -137,7 +146,7 @@ class _Worker:
     def stop(self, timeout: float) -> None:
         if self.alive():
             try:
-                self.conn.send(("close",))
+                self.conn.send(m.Close())
                 self.process.join(timeout)
             except (BrokenPipeError, OSError):
                 pass
@@ -150,13 +159,14 @@ class _LocalWorker:
     def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
         self.ledger = Ledger(ledger_path)
         self.case = session.adapter.open(session.variant, workflow, Path(workdir))
+        self.roots = roots_of(session.adapter)
         self._open = True
 
     def call(self, message, timeout: float):
-        if message[0] == "close":
+        if isinstance(message, m.Close):
             self.stop(0)
             return ("died", None)
-        return ("reply", _handle(self.case, self.ledger, message))
+        return ("reply", _handle(self.case, self.ledger, message, roots=self.roots))
 
     def alive(self) -> bool:
         return self._open
@@ -201,61 +211,107 @@ class CaseRunner:
     # -- the operations -----------------------------------------------------------------------
 
     def apply(self, op: Op) -> Observation:
+        """The observation of ``op``; ``HarnessFailure`` when the adapter (not the framework)
+        failed on it: a tool error for this example, never an observation."""
+        try:
+            return self._apply(op)
+        except HarnessFailure as exc:
+            self.log.append(f"op {self.seq} ({op.name}) harness error: {exc.error}\n"
+                            f"{exc.traceback}")
+            if self.session.on_harness_failure is not None:
+                self.session.on_harness_failure(exc)
+            raise
+
+    def _apply(self, op: Op) -> Observation:
         self.seq += 1
         if op.executes:
-            outcome = self._run(self._worker(), op, self.seq, _branch(op))
+            ended = self._run(self._worker(), op, self.seq, _branch(op))
         elif isinstance(op, Race):
-            outcome = self._race(op)
+            ended = self._race(op)
         elif isinstance(op, TwinRecover):
             return self._twin(op)
         elif op.name == "query":
             state, error = self._query(self._worker(), op.thread)
-            return Observation("rejected" if error else "ok", self._effects(), state)
+            if error is not None:
+                return Observation("rejected", self._effects(), state, error=error)
+            return Observation("ok", self._effects(), state)
         elif op.name == "tamper":
-            reply = self._command(self._worker(), ("tamper", op.thread, op.how))
-            if reply is not None and reply[0] == "error":
-                raise EngineError(f"tamper({op.thread}, {op.how}) failed in the adapter: {reply[1]}")
-            outcome = "ok"
+            self._command(self._worker(), m.TamperCommand(op.thread, op.how), op)
+            ended = m.RacerOutcome(0, "ok")
         else:  # pragma: no cover - op_from_json only makes the types above
             raise EngineError(f"unknown operation {op!r}")
         state, _ = self._query(self._worker(), _branch(op))
-        return Observation(outcome, self._effects(), state)
+        return Observation(ended.outcome, self._effects(), state, error=ended.error)
 
-    def _run(self, worker: _Worker, op: Op, seq: int, branch: str) -> str:
-        status, reply = worker.call(("run", op.to_json(), seq, branch, 0), self.timeout)
-        return self._outcome(status, reply, op, seq, branch)
+    def _run(self, worker: _Worker, op: Op, seq: int, branch: str) -> m.RacerOutcome:
+        command = m.RunCommand(op=op.to_json(), seq=seq, branch=branch)
+        status, reply = worker.call(command, self.timeout)
+        return self._outcome(worker, status, reply, op, seq, branch)
 
-    def _outcome(self, status, reply, op: Op, seq: int, branch: str, racer: int = 0) -> str:
+    def _outcome(self, worker, status, reply: m.Reply | None, op: Op, seq: int, branch: str,
+                 racer: int = 0) -> m.RacerOutcome:
+        """How one run (or one racer) ended; ``HarnessFailure`` when the adapter failed."""
         if status == "killed":
-            return "crashed"
+            crash = getattr(op, "crash", None)
+            where = f" at task {crash.task} {crash.phase}" if crash is not None else ""
+            return m.RacerOutcome(racer, "crashed", f"SIGKILL{where}")
         if status == "timeout":
             self.log.append(f"op {seq} ({op.name}) did not answer within {self.timeout}s")
-            return "stuck"
+            return m.RacerOutcome(racer, "stuck", f"no answer within {self.timeout}s")
         if status == "died":
-            self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier")
-            return "crashed"
-        kind, detail, fired = reply
+            self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier"
+                            + self._last_words(worker))
+            return m.RacerOutcome(racer, "crashed", "the worker died without reaching a barrier")
+        self._keep_output(seq, op, reply.output)
         rows = self.ledger.count(seq, branch, racer)
-        if fired != rows:
+        if reply.fired != rows:
             # The ledger and the worker disagree: the machinery, not the framework, is broken.
-            raise EngineError(f"op {seq}: the worker counted {fired} effects, the ledger has {rows}")
-        if kind == "rejected":
-            self.log.append(f"op {seq} ({op.name}) rejected: {detail}")
-        return detail if kind == "ok" else kind
+            raise EngineError(f"op {seq}: the worker counted {reply.fired} effects, "
+                              f"the ledger has {rows}")
+        if reply.kind == m.HARNESS:
+            raise HarnessFailure(_describe(op, racer), reply.error, reply.traceback)
+        if reply.kind == m.REJECTED:
+            self.log.append(f"op {seq} ({op.name}) rejected: {reply.error}")
+        return m.RacerOutcome(racer, reply.outcome, reply.error)
+
+    def _keep_output(self, seq: int, op: Op, output: str) -> None:
+        """What the framework printed during the op: kept for the report, never printed."""
+        if output:
+            self.log.append(f"op {seq} ({op.name}) output:\n{output[-OUTPUT_LIMIT:]}")
+
+    def _last_words(self, worker) -> str:
+        """The tail of what a worker that died printed (its traceback, usually)."""
+        process = getattr(worker, "process", None)
+        if process is None or not process.pid:
+            return ""
+        try:
+            data = _output_path(self.ledger_path, process.pid).read_bytes()[-OUTPUT_LIMIT:]
+        except OSError:
+            return ""
+        return "; its last output:\n" + data.decode("utf-8", "replace") if data else ""
 
     def _query(self, worker: _Worker, thread: str):
-        reply = self._command(worker, ("query", thread))
+        """``(state, None)``, or ``(None, error)`` when the query was refused or not answered;
+        ``HarnessFailure`` when the adapter's query failed."""
+        op = Query(thread)
+        reply = self._command(worker, m.QueryCommand(thread), op, refusals=True)
         if reply is None:
             return None, "the worker did not answer the query"
-        if reply[0] == "error":
-            return None, reply[1]
-        return StateView.from_json(reply[1]), None
+        if reply.kind == m.REJECTED:
+            return None, reply.error
+        return StateView.from_json(reply.value), None
 
-    def _command(self, worker: _Worker, message):
+    def _command(self, worker: _Worker, message, op: Op, refusals: bool = False):
+        """A query, tamper or clone: its ``Reply`` (``None`` when the worker did not answer).
+        A failure of the adapter is a ``HarnessFailure``; so is a refusal, unless ``refusals``
+        (a query may be refused: a store the framework cannot read)."""
         status, reply = worker.call(message, self.timeout)
         if status != "reply":
-            self.log.append(f"{message[0]}: worker {status}")
+            self.log.append(f"{type(message).__name__}: worker {status}")
             return None
+        self._keep_output(self.seq, op, reply.output)
+        if reply.kind == m.HARNESS or (reply.kind == m.REJECTED and not refusals):
+            raise HarnessFailure(_describe(op), reply.error, reply.traceback)
         return reply
 
     def _effects(self, seq: int | None = None, twin: bool | None = None) -> tuple:
@@ -266,9 +322,12 @@ class CaseRunner:
             (b.removesuffix(_TWIN), t, v) for b, t, v in rows if b.endswith(_TWIN) == twin
         )
 
-    def _race(self, op: Race) -> str:
+    def _race(self, op: Race) -> m.RacerOutcome:
         """k racers on one store: all open it, then a start barrier releases them together; in a
-        forced race each also waits, after reading the pending interrupt, until all have read."""
+        forced race each also waits, after reading the pending interrupt, until all have read.
+
+        The outcome is the racers' outcomes, sorted and joined with ``"|"``; the error names each
+        racer that has one (``"racer 1: ...; racer 3: ..."``)."""
         from refmodel import Resume
 
         # Every racer answers the interrupt pending now: the one it was shown.
@@ -280,15 +339,16 @@ class CaseRunner:
             racers.append((w, Resume(op.thread, value=value, gate=gate)))
         try:
             for i, (w, resume) in enumerate(racers):
-                w.conn.send(("race", resume.to_json(), self.seq, op.thread, i + 1, op.forced))
+                w.conn.send(m.RaceCommand(op=resume.to_json(), seq=self.seq, branch=op.thread,
+                                          racer=i + 1, forced=op.forced))
             self._barrier(racers, "opened")  # everyone has opened the store
             if op.forced:
                 self._barrier(racers, "read")  # everyone has read the interrupt
-            outcomes = []
+            ended = []
             for i, (w, resume) in enumerate(racers):
                 status, reply = w.wait(self.timeout)
-                outcomes.append(self._outcome(status, reply, resume, self.seq, op.thread, i + 1))
-            return "|".join(sorted(outcomes))
+                ended.append(self._outcome(w, status, reply, resume, self.seq, op.thread, i + 1))
+            return _joined(ended)
         finally:
             for w, _ in racers:
                 w.stop(1)
@@ -297,19 +357,18 @@ class CaseRunner:
         waiting = list(racers)
         for w, _ in waiting:
             status, reply = w.wait(self.timeout)
-            if status != "reply" or reply != (name,):
+            if status != "reply" or reply != m.Barrier(name):
                 raise EngineError(f"racer did not reach the {name!r} barrier: {status} {reply!r}")
         for w, _ in waiting:
-            w.conn.send(("go",))
+            w.conn.send(m.Go())
 
     def _twin(self, op: TwinRecover) -> Observation:
         from refmodel import Recover
 
         twin_dir = self.casedir / f"twin-{self.seq:04d}"
         twin_dir.mkdir()
-        reply = self._command(self._worker(), ("clone", str(twin_dir)))
-        if reply is None or reply[0] == "error":
-            raise EngineError(f"clone_store failed: {reply}")
+        if self._command(self._worker(), m.CloneCommand(str(twin_dir)), op) is None:
+            raise EngineError("clone_store: the worker did not answer")
         recover = Recover(op.thread)
         main = self._run(self._worker(), recover, self.seq, op.thread)
         twin_worker = self._worker(twin_dir)
@@ -322,8 +381,8 @@ class CaseRunner:
             twin_worker.stop(1)
             self._cleanup(twin_dir)
         state, _ = self._query(self._worker(), op.thread)
-        twin = Observation(second, self._effects(twin=True), twin_state)
-        return Observation(main, self._effects(twin=False), state, twin)
+        twin = Observation(second.outcome, self._effects(twin=True), twin_state, error=second.error)
+        return Observation(main.outcome, self._effects(twin=False), state, twin, error=main.error)
 
     def _cleanup(self, workdir: Path) -> None:
         """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent)."""
@@ -349,3 +408,14 @@ class CaseRunner:
 
 def _branch(op: Op) -> str:
     return op.new_thread if isinstance(op, Fork) else op.thread
+
+
+def _describe(op: Op, racer: int = 0) -> str:
+    """The op as a harness error names it: ``resume(t0)``, ``resume(t0) racer 2``."""
+    return f"{op.name}({op.thread})" + (f" racer {racer}" if racer else "")
+
+
+def _joined(ended: list) -> m.RacerOutcome:
+    """The racers' outcomes as one: sorted, ``"|"``-joined; errors named per racer."""
+    errors = "; ".join(f"racer {e.racer}: {e.error}" for e in ended if e.error)
+    return m.RacerOutcome(0, "|".join(sorted(e.outcome for e in ended)), errors or None)

@@ -50,13 +50,28 @@ class Finding:
     detail: str
     verdict: str = "✗"  # "D" when the adapter documents the weakening
     citation: str = ""
+    # {"k": k, "n": n}: the failure came back in k of n replays after its campaign (a finding
+    # Hypothesis could not reproduce every time).  None: it reproduced every time it was run.
+    reproduced: dict | None = None
 
     def to_json(self) -> dict:
         doc = {"category": self.category, "property": self.property, "step": self.step,
                "detail": self.detail, "verdict": self.verdict}
         if self.citation:
             doc["citation"] = self.citation
+        if self.reproduced is not None:
+            doc["reproduced"] = {"k": self.reproduced["k"], "n": self.reproduced["n"]}
         return doc
+
+    @property
+    def rate(self) -> str:
+        """``"k/n"`` for a finding that reproduced only sometimes, else ``""``."""
+        r = self.reproduced
+        return f"{r['k']}/{r['n']}" if r is not None and r["k"] < r["n"] else ""
+
+    @property
+    def never_reproduced(self) -> bool:
+        return self.reproduced is not None and self.reproduced["k"] == 0
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,9 @@ def parse_trace(doc, source: str = "<trace>") -> Trace:
     except (InvalidWorkflow, InvalidOperation, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{source}: {exc}") from None
     finding = doc.get("finding")
+    rate = (finding or {}).get("reproduced")
+    if rate is not None and rate["k"] > rate["n"]:
+        raise UsageError(f"{source}: field finding/reproduced: k={rate['k']} exceeds n={rate['n']}")
     return Trace(
         workflow,
         ops,

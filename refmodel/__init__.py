@@ -12,7 +12,7 @@ Standard library only, deterministic, and small enough to explore exhaustively. 
 """
 
 from . import properties
-from .classify import Divergence, classify
+from .classify import RULES, Divergence, Rule, classify
 from .explore import Exposure, candidate_ops, explore_reference, shortest_exposure
 from .model import Model, ThreadModel, World, forge, forge_parts
 from .mutants import CATEGORIES, CATEGORY_INFO, MUTANTS
@@ -21,6 +21,7 @@ from .ops import (
     OUTCOMES,
     PHASES,
     TAMPER_HOWS,
+    TAMPER_SCOPES,
     CrashAt,
     Fork,
     InvalidOperation,

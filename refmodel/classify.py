@@ -1,128 +1,378 @@
-"""Map a divergence to its fault category (CONTRACT.md section 5): first match in section 5's order.
+"""Map a divergence to its fault category (CONTRACT.md section 5): an ordered table of rules.
 
-``classify(model, world, op, allowed, observed)`` is given the world *before* the op, the allowed
-observations the oracle computed for it, and what the target reported.  It returns ``None`` when
-the observation is allowed: equal observations never get a category.
+``classify(model, world, op, allowed, observed, history=())`` is given the world *before* the op,
+the allowed observations the oracle computed for it, what the target reported, and the steps
+that came before (``refmodel.Step`` or ``(op, observed, allowed)`` tuples).  It returns ``None``
+when the observation is allowed: equal observations never get a category.  Otherwise the rules
+of ``RULES`` run in order and the first that matches names the divergence (Jepsen/Elle style: an
+ordered, cited list of small anomaly rules); ``Unclassified`` is last and always matches.
+
+The table, in order (docs/semantics.md, "Classification" restates it with the reasons):
+
+=====  ===============================  ================  =========================================
+ #      rule                             category          clause
+=====  ===============================  ================  =========================================
+ 1      tampered-state-used              InvalidPersist    §3 What a tamper reaches
+ 2      recovery-refires-completed       Replay            §5 Replay (R1)
+ 3      fork-kept-another-value          ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 4      fork-never-consumed              ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 5      recovery-ignores-fork-value      ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 6      bad-output-accepted              InvalidPersist    §2 BadOutput, §5 InvalidPersist (R3)
+ 7      invalid-state-persisted          InvalidPersist    §4 CV, §5 InvalidPersist (R3)
+ 8      twin-copies-differ               NondetRecovery    §5 NondetRecovery (R4), §4 RD
+ 9      consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
+ 10     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
+                                                           to one gate answers another, or is
+                                                           consumed again by a later op
+ 11     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9)
+ 12     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
+ 13     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
+ 14     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
+ 15     state-differs                    StateMismatch     §3-4 PC (done list, answers)
+ 16     unexplained                      Unclassified      §5 Unclassified
+=====  ===============================  ================  =========================================
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import Model, World
+from .model import Model, ThreadModel, World
 from .mutants import CATEGORY_INFO
 from .ops import Fork, Observation, Op, Race, Recover, Resume, TwinRecover
 
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
-    """A labelled divergence: the category, the property it breaks, and a one-line why."""
+    """A labelled divergence: the category, a one-line why, and the rule that named it."""
 
     category: str
     detail: str
+    rule: str = ""
+    clause: str = ""
 
     @property
     def property(self) -> str:
         return CATEGORY_INFO[self.category].breaks
 
 
-def classify(
-    model: Model, world: World, op: Op, allowed: list[Observation], observed: Observation
-) -> Divergence | None:
-    if any(expected.same_as(observed) for expected in allowed):
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a rule reads: the step, the world before it, and the history before it."""
+
+    model: Model
+    world: World
+    op: Op
+    allowed: tuple  # tuple[Observation, ...], canonical first
+    observed: Observation
+    history: tuple  # tuple[(op, observed, allowed)], the steps before this one
+
+    @property
+    def thread(self) -> ThreadModel | None:
+        return self.world.get(self.op.thread)
+
+    @property
+    def done(self) -> set:
+        return set(self.thread.durable.done) if self.thread else set()
+
+    @property
+    def branch(self) -> str:
+        return self.op.new_thread if isinstance(self.op, Fork) else self.op.thread
+
+    @property
+    def fired(self) -> list:
+        """The (task, value) effects the op fired in its own branch."""
+        return [(t, v) for b, t, v in self.observed.effects if b == self.branch]
+
+    @property
+    def canonical(self) -> Observation | None:
+        return self.allowed[0] if self.allowed else None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One anomaly rule: ``check(ctx)`` returns a detail line when it explains the divergence."""
+
+    name: str
+    category: str
+    clause: str
+    check: Callable[[Context], str | None]
+
+
+# -- the rules, in table order -------------------------------------------------------------------
+
+
+def _tampered_state_used(ctx: Context) -> str | None:
+    # A damaged thread explains everything that follows on it: a loud refusal is always allowed
+    # (so any divergence is a continuation), and whatever else the run then did (re-fired a task
+    # the forgery un-did, ignored a fork's value, hung) the cause is that it ran on damaged data.
+    thread = ctx.thread
+    if thread is None or not (thread.tampered or thread.damaged):
         return None
-    wf = model.workflow
-    thread = world.get(op.thread)
-    done = set(thread.durable.done) if thread else set()
-    branch = op.new_thread if isinstance(op, Fork) else op.thread
-    fired = [(t, v) for b, t, v in observed.effects if b == branch]
-    canonical = allowed[0] if allowed else None
+    if isinstance(ctx.op, Fork) and not thread.damaged:
+        return None
+    if isinstance(ctx.op, Fork) and ctx.model.tamper_scope == "thread" and \
+            thread.checkpoint(ctx.op.gate) != thread.durable:
+        return None  # a fork from an older checkpoint of a thread-scoped tamper reads clean bytes
+    how = thread.tampered or "reached by a tamper"
+    return f"{how}: damaged state used silently ({ctx.observed.outcome})"
 
-    # A tampered store explains everything that follows it: whatever else the run then did
-    # (re-fired a task the forgery un-did, say), the cause is that it ran on (docs/semantics.md).
-    # A fork reads the checkpoint it addresses: only the latest one was tampered with.
-    reads_tampered = thread is not None and thread.tampered and (
-        not isinstance(op, Fork) or thread.checkpoint(op.gate) == thread.durable)
-    if reads_tampered:
-        if observed.outcome.replace("rejected", "").strip("|") or fired:
-            return Divergence(
-                "InvalidPersist",
-                f"{thread.tampered}: tampered state used silently ({observed.outcome})",
-            )
 
-    # Replay (R1, EO): recovery fires again the effect of a task that had durably completed.
-    if isinstance(op, Recover | TwinRecover):
-        again = sorted({t for t, _ in fired if t in done})
+def _recovery_refires_completed(ctx: Context) -> str | None:
+    if isinstance(ctx.op, Recover | TwinRecover):
+        again = sorted({t for t, _ in ctx.fired if t in ctx.done})
         if again:
-            return Divergence("Replay", f"recovery re-fired completed task(s) {again}")
+            return f"recovery re-fired completed task(s) {again}"
+    return None
 
-    # ForkIgnore (R2, FD): the branch's gate took a value other than the one the fork gave.
-    if isinstance(op, Fork):
-        other = [v for t, v in fired if t == op.gate and v != op.value]
-        kept = observed.state.answer(op.gate) if observed.state is not None else None
-        if other or (kept is not None and kept != op.value):
-            got = other[0] if other else kept
-            return Divergence("ForkIgnore", f"fork with {op.value!r} at gate {op.gate} got {got!r}")
-        gate_expected = canonical is not None and any(
-            b == branch and t == op.gate for b, t, _ in canonical.effects)
-        if gate_expected and not any(t == op.gate for t, _ in fired) and kept != op.value:
-            return Divergence("ForkIgnore",
-                              f"fork with {op.value!r} at gate {op.gate} never consumed it")
 
-    # InvalidPersist (R3, CV): tampered state used, a bad output accepted, invalid state persisted.
-    bad = getattr(op, "bad_output", None)
+def _fork_kept_another_value(ctx: Context) -> str | None:
+    op = ctx.op
+    if not isinstance(op, Fork):
+        return None
+    other = [v for t, v in ctx.fired if t == op.gate and v != op.value]
+    kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
+    if other or (kept is not None and kept != op.value):
+        return f"fork with {op.value!r} at gate {op.gate} got {other[0] if other else kept!r}"
+    return None
+
+
+def _fork_never_consumed(ctx: Context) -> str | None:
+    op, canonical = ctx.op, ctx.canonical
+    if not isinstance(op, Fork) or canonical is None:
+        return None
+    expected = any(b == ctx.branch and t == op.gate for b, t, _ in canonical.effects)
+    kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
+    if expected and not any(t == op.gate for t, _ in ctx.fired) and kept != op.value:
+        return f"fork with {op.value!r} at gate {op.gate} never consumed it"
+    return None
+
+
+def _creating_fork(ctx: Context) -> Fork | None:
+    """The fork that created the op's thread, if it is a branch."""
+    for step in ctx.history:
+        op = _step(step)[0]
+        if isinstance(op, Fork) and op.new_thread == ctx.op.thread:
+            return op
+    return None
+
+
+def _recovery_ignores_fork_value(ctx: Context) -> str | None:
+    # The same defect as a fork that keeps another value, reached through a crash: the fork died
+    # before its gate completed, and recovery finished the gate with a value it was not given.
+    if not isinstance(ctx.op, Recover | TwinRecover):
+        return None
+    fork = _creating_fork(ctx)
+    if fork is None or fork.gate in ctx.done:
+        return None
+    other = [v for t, v in ctx.fired if t == fork.gate and v != fork.value]
+    if other:
+        return (f"recovery finished fork {ctx.op.thread}'s gate {fork.gate} with {other[0]!r}, "
+                f"the fork gave {fork.value!r}")
+    return None
+
+
+def _bad_output_accepted(ctx: Context) -> str | None:
+    bad = getattr(ctx.op, "bad_output", None)
+    canonical = ctx.canonical
     if bad is not None and canonical is not None and canonical.outcome == "rejected":
-        if observed.outcome != "rejected":
-            return Divergence(
-                "InvalidPersist", f"bad_output: task {bad}'s out-of-schema output accepted"
-            )
-    if observed.state is not None and not observed.state.is_valid(wf):
-        return Divergence("InvalidPersist", f"invalid_state: {observed.state.to_json()}")
+        if ctx.observed.outcome != "rejected":
+            return f"bad_output: task {bad}'s out-of-schema output accepted"
+    return None
 
-    # NondetRecovery (R4, RD): two copies of one durable state decided differently.
-    if isinstance(op, TwinRecover) and observed.twin is not None:
+
+def _invalid_state_persisted(ctx: Context) -> str | None:
+    state = ctx.observed.state
+    if state is not None and not state.is_valid(ctx.model.workflow):
+        return f"invalid_state: {state.to_json()}"
+    return None
+
+
+def _twin_copies_differ(ctx: Context) -> str | None:
+    observed = ctx.observed
+    if isinstance(ctx.op, TwinRecover) and observed.twin is not None:
         main = Observation(observed.outcome, observed.effects, observed.state)
         if not main.same_as(observed.twin) or not observed.twin.same_as(main):
-            return Divergence("NondetRecovery", "the two copies of the store recovered differently")
+            return "the two copies of the store recovered differently"
+    return None
 
-    # DoubleConsume (R5, CO): a gate whose interrupt was already consumed fires again.
-    if isinstance(op, Resume):
-        again = sorted({t for t, _ in fired if t in done and t in wf.gates})
+
+def _consumed_gate_fires_again(ctx: Context) -> str | None:
+    if isinstance(ctx.op, Resume):
+        wf = ctx.model.workflow
+        again = sorted({t for t, _ in ctx.fired if t in ctx.done and t in wf.gates})
         if again:
-            return Divergence("DoubleConsume", f"gate(s) {again} consumed a second time")
+            return f"gate(s) {again} consumed a second time"
+    return None
 
-    # PrefixReplay (R9, EO): resuming fires again tasks that completed before the gate.
-    if isinstance(op, Resume | Fork | Race):  # racers resume too
-        base = done
-        if isinstance(op, Fork):
-            base = set(thread.checkpoint(op.gate).done) if thread.checkpoint(op.gate) else set()
-        again = sorted({t for t, _ in fired if t in base})
-        if again:
-            return Divergence("PrefixReplay", f"resume re-fired completed task(s) {again}")
 
-    # LostUpdate (R11, CO): more than one racer consumed the interrupt.
+def _given(ctx: Context) -> set:
+    """The values the op itself may consume: its own, or an answer a crash left to finish."""
+    op = ctx.op
     if isinstance(op, Race):
-        gate = thread.durable.pending
-        consumed = [v for t, v in fired if t == gate]
+        return set(op.values)
+    if isinstance(op, Resume | Fork):
+        return {op.value}
+    kept = ctx.thread.kept if ctx.thread is not None else None
+    return {kept} if kept is not None else set()
+
+
+def _earlier_values(ctx: Context) -> set:
+    """Every value given to this thread before (and what its state answers)."""
+    values = {v for _, v in ctx.thread.durable.answers} if ctx.thread else set()
+    for step in ctx.history:
+        op = _step(step)[0]
+        mine = op.thread == ctx.op.thread or getattr(op, "new_thread", None) == ctx.op.thread
+        if mine and isinstance(op, Resume | Fork):
+            values.add(op.value)
+        elif mine and isinstance(op, Race):
+            values.update(op.values)
+    return values
+
+
+def _stale_answer_consumed(ctx: Context) -> str | None:
+    # A gate not yet completed fires with a value no allowed outcome gives it there: a value this
+    # op did not give that was given earlier (consumed again), or this op's own value answering
+    # a gate the op does not reach in any allowed outcome (given to one gate, answers another).
+    wf = ctx.model.workflow
+    base = ctx.done
+    if isinstance(ctx.op, Fork):
+        checkpoint = ctx.thread.checkpoint(ctx.op.gate)
+        base = set(checkpoint.done) if checkpoint else set()
+    given, earlier = _given(ctx), None
+    for t, v in ctx.fired:
+        if t not in wf.gates or t in base:
+            continue
+        if any((ctx.branch, t, v) in e.effects for e in ctx.allowed):
+            continue
+        if v in given:
+            if not any(b == ctx.branch and g == t for e in ctx.allowed for b, g, _ in e.effects):
+                return f"gate {t} consumed {v!r}, the answer this op gave another gate"
+            continue
+        earlier = _earlier_values(ctx) if earlier is None else earlier
+        if v in earlier:
+            return f"gate {t} consumed {v!r}, an answer given earlier, not to this op"
+    return None
+
+
+def _resume_refires_prefix(ctx: Context) -> str | None:
+    op = ctx.op
+    if not isinstance(op, Resume | Fork | Race):  # racers resume too
+        return None
+    base = ctx.done
+    if isinstance(op, Fork):
+        checkpoint = ctx.thread.checkpoint(op.gate)
+        base = set(checkpoint.done) if checkpoint else set()
+    again = sorted({t for t, _ in ctx.fired if t in base})
+    return f"resume re-fired completed task(s) {again}" if again else None
+
+
+def _racers_consume_twice(ctx: Context) -> str | None:
+    # More than one racer consumed the interrupt: its effect fired twice, or more than one racer
+    # went past it (a task after the gate fired more than once).
+    if isinstance(ctx.op, Race):
+        gate = ctx.thread.durable.pending
+        consumed = [v for t, v in ctx.fired if t == gate]
         if len(consumed) > 1:
-            return Divergence("LostUpdate", f"{len(consumed)} racers consumed gate {gate}: {consumed}")
+            return f"{len(consumed)} racers consumed gate {gate}: {consumed}"
+        after = sorted({t for t, _ in ctx.fired if gate is not None and t > gate
+                        and sum(1 for u, _ in ctx.fired if u == t) > 1})
+        if after:
+            return f"more than one racer went past gate {gate}: task(s) {after} fired again"
+    return None
 
-    # Stuck (R6, LV): no answer in time, or recovery after a crash refused.
-    if "stuck" in observed.outcome.split("|"):  # a racer counts as much as a lone caller
-        return Divergence("Stuck", f"{op.name} did not answer within its time limit")
+
+def _no_answer_in_time(ctx: Context) -> str | None:
+    if "stuck" in ctx.observed.outcome.split("|"):  # a racer counts as much as a lone caller
+        return f"{ctx.op.name} did not answer within its time limit"
+    return None
+
+
+def _refused_after_crash(ctx: Context) -> str | None:
     # A crashed thread must be able to go on: recovering it, or answering the gate it was
-    # consuming when it died, is never refused where the reference goes on (LV).
-    if isinstance(op, Recover | TwinRecover | Resume | Race) and thread is not None \
-            and thread.needs_recovery and canonical is not None and canonical.outcome != "rejected":
-        if observed.outcome.split("|")[0] == "rejected" and not fired:
-            return Divergence("Stuck", f"{op.name} after a crash was refused")
+    # consuming when it died, is never refused before running anything where the reference runs
+    # something (even when the reference would itself refuse later, at a BadOutput).
+    op, thread, canonical = ctx.op, ctx.thread, ctx.canonical
+    if not isinstance(op, Recover | TwinRecover | Resume | Race) or thread is None:
+        return None
+    if not thread.needs_recovery or canonical is None:
+        return None
+    runs = canonical.outcome != "rejected" or bool(canonical.effects)
+    if runs and ctx.observed.outcome.split("|")[0] == "rejected" and not ctx.fired:
+        return f"{op.name} after a crash was refused"
+    return None
 
-    # StateMismatch (PC): the run matched, the persisted state does not.
-    if any(
-        e.outcome == observed.outcome and e.effects == observed.effects for e in allowed
-    ):
+
+def _state_differs(ctx: Context) -> str | None:
+    observed = ctx.observed
+    if any(e.outcome == observed.outcome and e.effects == observed.effects for e in ctx.allowed):
+        canonical = ctx.canonical
         expected = canonical.state.to_json() if canonical and canonical.state else None
         got = observed.state.to_json() if observed.state else None
-        return Divergence("StateMismatch", f"persisted state {got} != expected {expected}")
+        return f"persisted state {got} != expected {expected}"
+    return None
 
-    return Divergence("Unclassified", f"observed {observed.outcome}, expected {canonical.outcome}")
+
+def _unexplained(ctx: Context) -> str:
+    expected = ctx.canonical.outcome if ctx.canonical else None
+    return f"observed {ctx.observed.outcome}, expected {expected}"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("tampered-state-used", "InvalidPersist", "CONTRACT §3 What a tamper reaches",
+         _tampered_state_used),
+    Rule("recovery-refires-completed", "Replay", "CONTRACT §5 Replay (R1)",
+         _recovery_refires_completed),
+    Rule("fork-kept-another-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
+         _fork_kept_another_value),
+    Rule("fork-never-consumed", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
+         _fork_never_consumed),
+    Rule("recovery-ignores-fork-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
+         _recovery_ignores_fork_value),
+    Rule("bad-output-accepted", "InvalidPersist", "CONTRACT §2 BadOutput; §5 InvalidPersist (R3)",
+         _bad_output_accepted),
+    Rule("invalid-state-persisted", "InvalidPersist", "CONTRACT §4 CV; §5 InvalidPersist (R3)",
+         _invalid_state_persisted),
+    Rule("twin-copies-differ", "NondetRecovery", "CONTRACT §5 NondetRecovery (R4); §4 RD",
+         _twin_copies_differ),
+    Rule("consumed-gate-fires-again", "DoubleConsume", "CONTRACT §5 DoubleConsume (R5); §4 CO",
+         _consumed_gate_fires_again),
+    Rule("stale-answer-consumed", "DoubleConsume",
+         "CONTRACT §5 DoubleConsume (R5): an answer given to one gate answers another, or is "
+         "consumed again by a later op", _stale_answer_consumed),
+    Rule("resume-refires-prefix", "PrefixReplay", "CONTRACT §5 PrefixReplay (R9)",
+         _resume_refires_prefix),
+    Rule("racers-consume-twice", "LostUpdate", "CONTRACT §5 LostUpdate (R11); §4 CO",
+         _racers_consume_twice),
+    Rule("no-answer-in-time", "Stuck", "CONTRACT §3 outcome stuck; §4 LV", _no_answer_in_time),
+    Rule("refused-after-crash", "Stuck", "CONTRACT §4 LV; §5 Stuck (R6)", _refused_after_crash),
+    Rule("state-differs", "StateMismatch", "CONTRACT §3-4 PC (done list, answers)",
+         _state_differs),
+    Rule("unexplained", "Unclassified", "CONTRACT §5 Unclassified", _unexplained),
+)
+
+
+def _step(step) -> tuple:
+    """A history entry as ``(op, observed, allowed)``: a ``Step`` or a tuple."""
+    if hasattr(step, "op"):
+        return (step.op, step.observed, step.allowed)
+    return tuple(step)
+
+
+def classify(
+    model: Model, world: World, op: Op, allowed: list[Observation], observed: Observation,
+    history=(),
+) -> Divergence | None:
+    """The first rule of ``RULES`` that explains ``observed``, or ``None`` when it is allowed."""
+    if any(expected.same_as(observed) for expected in allowed):
+        return None
+    ctx = Context(model, world, op, tuple(allowed), observed, tuple(history))
+    for rule in RULES:
+        detail = rule.check(ctx)
+        if detail:
+            return Divergence(rule.category, detail, rule.name, rule.clause)
+    raise AssertionError("the last rule always matches")  # pragma: no cover
+
+
+__all__ = ["RULES", "Context", "Divergence", "Rule", "classify"]

@@ -26,6 +26,7 @@ from .ops import (
     Tamper,
     TwinRecover,
 )
+from .ops import TAMPER_SCOPES
 from .run import BAD, Cut, Durable, cut, execute, rewind
 from .workflow import Workflow, sorted_pairs
 
@@ -39,6 +40,13 @@ class ThreadModel:
     finish the gate with it); ``crash_kind`` says how the thread last died, while it still needs
     recovery.  ``gate_checkpoints`` keeps, per gate, the latest checkpoint at which it was pending:
     the checkpoints a fork can address.
+
+    ``tampered`` is how this thread's own latest checkpoint was tampered with (every executing
+    op on it is refused); ``damaged`` says a tamper *reached* the thread (its own, one of its
+    lineage under ``tamper_scope="lineage"``, the whole store under ``"store"``, or the checkpoint
+    it was forked from): a loud refusal is then always allowed (CONTRACT §3, "What a tamper
+    reaches").  ``lineage`` is the run a branch was forked from, directly or not (its
+    framework-level thread); ``None`` for a run itself.
     """
 
     durable: Durable = Durable()
@@ -47,6 +55,8 @@ class ThreadModel:
     inflight: int | None = None
     kept: str | None = None
     crash_kind: str | None = None
+    damaged: bool = False
+    lineage: str | None = None
 
     @property
     def needs_recovery(self) -> bool:
@@ -61,6 +71,7 @@ class World:
     """All threads the harness created, by name (a sorted tuple, so worlds hash by value)."""
 
     threads: tuple = ()
+    store_damaged: bool = False  # a tamper reached the whole store (``tamper_scope="store"``)
 
     def get(self, name: str) -> ThreadModel | None:
         return dict(self.threads).get(name)
@@ -68,7 +79,7 @@ class World:
     def put(self, name: str, thread: ThreadModel) -> World:
         threads = dict(self.threads)
         threads[name] = thread
-        return World(tuple(sorted(threads.items())))
+        return World(tuple(sorted(threads.items())), self.store_damaged)
 
     def names(self) -> list[str]:
         return [name for name, _ in self.threads]
@@ -80,9 +91,13 @@ Alternative = tuple  # (Observation, World)
 class Model:
     """The reference semantics of CONTRACT.md for one workflow, optionally with a mutant switch."""
 
-    def __init__(self, workflow: Workflow, mutant: str | None = None):
+    def __init__(self, workflow: Workflow, mutant: str | None = None, *,
+                 tamper_scope: str = "thread"):
+        if tamper_scope not in TAMPER_SCOPES:
+            raise ValueError(f"tamper_scope must be one of {TAMPER_SCOPES}, got {tamper_scope!r}")
         self.workflow = workflow
         self.mutant = check_mutant(mutant)
+        self.tamper_scope = tamper_scope
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -147,7 +162,8 @@ class Model:
     # -- operations -----------------------------------------------------------------------------
 
     def _start(self, world: World, op: Start):
-        return self._run(world, op.thread, ThreadModel(), op, answer=None)
+        fresh = ThreadModel(damaged=world.store_damaged)
+        return self._or_refused(fresh, world, self._run(world, op.thread, fresh, op, answer=None))
 
     def _resume(self, world: World, op: Resume):
         thread = world.get(op.thread)
@@ -155,13 +171,14 @@ class Model:
             return [self._refused(world, op.thread)]
         pending = thread.durable.pending
         if pending is not None and op.gate in (None, pending):
-            return self._run(world, op.thread, thread, op, answer=op.value)
+            return self._or_refused(thread, world,
+                                    self._run(world, op.thread, thread, op, answer=op.value))
         if self.mutant == "DoubleConsume":
             gates = [t for t in thread.durable.done if t in self.workflow.gates]
             if gates:
                 rewound = rewind(thread.durable, gates[-1])
                 return self._run(world, op.thread, replace(thread, durable=rewound), op, op.value)
-        return self._nothing_to_do(world, op.thread)
+        return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
 
     def _recover(self, world: World, op: Recover, *, twin: bool = False):
         thread = world.get(op.thread)
@@ -177,7 +194,12 @@ class Model:
                 rewound = rewind(thread.durable, last)
                 answer = dict(thread.durable.answers).get(last)
                 return self._run(world, op.thread, replace(thread, durable=rewound), op, answer)
-            return self._run(world, op.thread, thread, op, answer=None)
+            alternatives = self._run(world, op.thread, thread, op, answer=None)
+            if thread.kept is not None:
+                # The crash while consuming left the gate unasked (section 3's label freedom):
+                # recovery may still finish it once with the answer it was given.
+                alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
+            return self._or_refused(thread, world, alternatives)
         alternatives = self._nothing_to_do(world, op.thread)
         if status == "interrupted":
             crash = getattr(op, "crash", None)
@@ -189,34 +211,30 @@ class Model:
                                      world.put(op.thread, died)))
             if thread.kept is not None:
                 alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
-        return alternatives
+        return self._or_refused(thread, world, alternatives)
 
     def _fork(self, world: World, op: Fork):
         source = world.get(op.thread)
         checkpoint = source.checkpoint(op.gate)
         if source.tampered and checkpoint == source.durable:
             # The checkpoint addressed is the tampered one: the branch is refused, not created.
-            return [(Observation("rejected", (), self._view(world, op.new_thread)), world)]
+            return [(Observation("rejected", (), None), world)]
         value = op.value
         if self.mutant == "ForkIgnore" and op.gate in source.durable.done:
             value = dict(source.durable.answers).get(op.gate, value)
-        branch = ThreadModel(checkpoint, ((op.gate, checkpoint),))
-        alternatives = self._run(world, op.new_thread, branch, op, answer=value)
-        crash = op.crash
-        if crash is not None and (crash.task, crash.phase) == (op.gate, "before_effect"):
-            # The branch died before its gate ran: its interrupt may not be persisted yet (the
-            # gate asks again on recovery), as after a crash while consuming (section 3).
-            for observation, after in list(alternatives):
-                thread = after.get(op.new_thread)
-                unasked = replace(thread.durable, pending=None)
-                after = after.put(op.new_thread, replace(thread, durable=unasked))
-                alternatives.append(
-                    (replace(observation, state=unasked.view(self.workflow)), after))
-        return alternatives
+        # Under a lineage or store reach every checkpoint of a damaged thread shares its bytes:
+        # the branch inherits the damage (CONTRACT §3, "What a tamper reaches").
+        damaged = source.damaged and self.tamper_scope != "thread"
+        branch = ThreadModel(checkpoint, ((op.gate, checkpoint),), damaged=damaged,
+                             lineage=source.lineage or op.thread)
+        # A fork that crashes before its gate ran may leave its interrupt persisted or not: the
+        # label freedom of ``_run`` (section 3) covers it.
+        return self._or_refused(branch, world,
+                                self._run(world, op.new_thread, branch, op, answer=value))
 
     def _query(self, world: World, op: Query):
         thread = world.get(op.thread)
-        if thread.tampered:
+        if thread.tampered or thread.damaged:
             # A read uses nothing: it may refuse or report what it reads (docs/semantics.md).
             return [
                 (Observation("rejected", (), None), world),
@@ -232,13 +250,28 @@ class Model:
             if op.how == "forged":
                 thread = replace(thread, durable=forge(self.workflow, thread.durable))
             return [(Observation("ok", (), None), world.put(op.thread, thread))]
-        return [(Observation("ok", (), None), world.put(op.thread, replace(thread, tampered=op.how)))]
+        after = world.put(op.thread, replace(thread, tampered=op.how, damaged=True))
+        for name in self.reach(world, op.thread):
+            after = after.put(name, replace(after.get(name), damaged=True))
+        if self.tamper_scope == "store":
+            after = replace(after, store_damaged=True)
+        return [(Observation("ok", (), None), after)]
+
+    def reach(self, world: World, name: str) -> list[str]:
+        """The threads a tamper of ``name`` damages besides ``name`` itself (``tamper_scope``)."""
+        if self.tamper_scope == "store":
+            return [n for n in world.names() if n != name]
+        if self.tamper_scope == "lineage":
+            root = world.get(name).lineage or name
+            return [n for n, t in world.threads if n != name and (t.lineage or n) == root]
+        return []
 
     def _race(self, world: World, op: Race):
         thread = world.get(op.thread)
         k = len(op.values)
+        refused = (Observation("|".join(["rejected"] * k), (), None), world)
         if thread.tampered:
-            return [(Observation("|".join(["rejected"] * k), (), None), world)]
+            return [refused]
         if self.mutant == "LostUpdate":
             return [self._lost_update(world, op, thread)]
         alternatives = []
@@ -250,6 +283,8 @@ class Model:
                     losers = ["rejected"] * (k - 1 - noops) + [won] * noops
                     outcome = "|".join(sorted([won] + losers))
                     alternatives.append((replace(observation, outcome=outcome), after))
+        if thread.damaged and not self.mutant:
+            alternatives.append(refused)
         return alternatives
 
     def _twin_recover(self, world: World, op: TwinRecover):
@@ -258,6 +293,41 @@ class Model:
             second = self._recover(world, op, twin=True)[0][0]
             return [(replace(main[0][0], twin=second), main[0][1])]
         return [(replace(observation, twin=observation), after) for observation, after in main]
+
+    # -- adopting an observed branch (a documented deviation) ----------------------------------
+
+    def adopt(self, world: World, op: Op, observed: Observation) -> World:
+        """The world after ``op`` when the target's ``observed`` branch is taken as the truth.
+
+        Used when a documented deviation (CONTRACT §5) covers a divergence: the example goes on
+        under the cited weakening.  The op's thread (the new branch, for a fork) gets the durable
+        state the framework persisted (``observed.state``); everything the contract excuses
+        (in-flight effect, kept answer, crash kind) comes from the reference's canonical branch,
+        with the crash kind of what was observed.  An unreadable or schema-breaking state cannot
+        be adopted: the canonical world is kept (docs/semantics.md, "Deviations").
+        """
+        name = op.new_thread if isinstance(op, Fork) else op.thread
+        try:
+            canonical = self.step(world, op)[0][1]
+        except InvalidOperation:
+            canonical = world
+        thread = canonical.get(name)
+        state = observed.state
+        if thread is None or state is None or not state.is_valid(self.workflow):
+            return canonical
+        durable = Durable(tuple(state.done), tuple(state.answers), state.pending)
+        checkpoints = dict(thread.gate_checkpoints)
+        if durable.pending is not None:
+            checkpoints[durable.pending] = durable
+        crash = getattr(op, "crash", None)
+        if observed.outcome == "crashed":
+            crash_kind = crash.kind if crash is not None else (thread.crash_kind or "exception")
+        elif observed.outcome in ("interrupted", "completed"):
+            crash_kind = None
+        else:
+            crash_kind = thread.crash_kind
+        return canonical.put(name, replace(thread, durable=durable, crash_kind=crash_kind,
+                                           gate_checkpoints=sorted_pairs(checkpoints.items())))
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -280,13 +350,20 @@ class Model:
         effects = [(name, e.task, e.value) for e in result.effects()]
         outcome = result.ending
         alternatives = [(Observation(outcome, effects, state), after)]
+        unasked = _gate_label_choice(wf, after_thread.durable) if outcome == "crashed" else None
+        if unasked is not None:
+            # CONTRACT §3: after a crash while an answer was being consumed, or after a task
+            # whose successor is a gate, "interrupted, gate pending" and "incomplete, nothing
+            # pending (the gate will be asked again)" are both allowed: the other label.
+            other = world.put(name, replace(after_thread, durable=unasked))
+            alternatives.append((Observation(outcome, effects, unasked.view(wf)), other))
         # An effect in flight at the last crash may fire again, or not (section 3).
         if thread.inflight is not None:
             again = [e for e in effects if e[1] == thread.inflight]
             if again:
                 effects_once = list(effects)
                 effects_once.remove(again[0])
-                alternatives.append((Observation(outcome, effects_once, state), after))
+                alternatives += [(replace(o, effects=effects_once), w) for o, w in alternatives]
         return alternatives
 
     def _after(self, thread: ThreadModel, result: Cut, answer) -> ThreadModel:
@@ -312,7 +389,8 @@ class Model:
             if thread.inflight not in durable.done:
                 inflight = thread.inflight
         return ThreadModel(
-            durable, sorted_pairs(checkpoints.items()), None, inflight, kept, crash_kind
+            durable, sorted_pairs(checkpoints.items()), None, inflight, kept, crash_kind,
+            thread.damaged, thread.lineage,
         )
 
     def _nothing_to_do(self, world: World, name: str) -> list[Alternative]:
@@ -324,6 +402,12 @@ class Model:
             (Observation("rejected", (), state), world),
             (Observation(noop, (), state), world),
         ]
+
+    def _or_refused(self, thread: ThreadModel, world: World, alternatives) -> list[Alternative]:
+        """On a thread a tamper reached, a loud refusal is always allowed (CONTRACT §3)."""
+        if thread.damaged and not self.mutant:
+            alternatives = list(alternatives) + [self._refused(world, "")]
+        return alternatives
 
     def _refused(self, world: World, name: str) -> Alternative:
         """A tampered store: refused loudly, nothing fires, the state is not compared."""
@@ -344,6 +428,13 @@ class Model:
             effects += observation.effects
         state = after.get(op.thread).durable.view(self.workflow)
         return (Observation("|".join(sorted(outcomes)), effects, state), after)
+
+
+def _gate_label_choice(workflow: Workflow, durable: Durable) -> Durable | None:
+    """The other allowed label of a state whose next task is a gate, or ``None``."""
+    if durable.frontier + 1 not in workflow.gates:
+        return None
+    return replace(durable, pending=None if durable.pending is not None else durable.frontier + 1)
 
 
 def _dedupe(alternatives: list[Alternative]) -> list[Alternative]:

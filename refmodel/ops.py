@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 PHASES = ("before_effect", "in_flight", "after_commit")
 CRASH_KINDS = ("exception", "sigkill")
 TAMPER_HOWS = ("corrupt", "invalid", "forged")
+# What a tamper reaches (CONTRACT §3): the thread, its lineage (one framework-level thread or
+# file: a run and the forks taken from it), or the whole store.
+TAMPER_SCOPES = ("thread", "lineage", "store")
 OUTCOMES = ("ok", "interrupted", "completed", "crashed", "rejected", "stuck")
 
 

@@ -4,6 +4,10 @@ These read only what was observed (and the ops that were issued), like Elle read
 they are a second, model-free check on the same run, and they name the *property* a report cites.
 Each returns the index of the first step that breaks the property, or ``None``.
 FI is not a predicate over a history: it is read from an adapter's declaration (see the matrix).
+
+A tamper damages what shares its bytes (CONTRACT §3, "What a tamper reaches"): ``tamper_scope``
+says how far (``"thread"``, ``"lineage"``, ``"store"``).  On a damaged thread a refusal is correct
+and a silent continuation is a CV matter, so FD, LV and PC do not judge steps on damaged threads.
 """
 
 from __future__ import annotations
@@ -30,11 +34,37 @@ def _excused(step: Step) -> set:
     return out
 
 
-def pc(workflow: Workflow, history: list[Step]) -> int | None:
+def damaged_before(history: list[Step], tamper_scope: str = "thread") -> list[set]:
+    """Per step, the threads a tamper had reached before it (forks inherit the damage of their
+    source under a lineage or store reach; a store tamper reaches runs started after it too)."""
+    damaged, roots, everything, out = set(), {}, False, []
+    for step in history:
+        op = step.op
+        out.append(damaged | ({_branch(step)} if everything else set()))
+        if isinstance(op, Fork):
+            roots[op.new_thread] = roots.get(op.thread, op.thread)
+            if op.thread in damaged and tamper_scope != "thread":
+                damaged.add(op.new_thread)
+        roots.setdefault(op.thread, op.thread)
+        if everything:
+            damaged.add(_branch(step))
+        if op.name == "tamper":
+            damaged.add(op.thread)
+            if tamper_scope == "lineage":
+                root = roots.get(op.thread, op.thread)
+                damaged |= {t for t, r in roots.items() if r == root}
+            elif tamper_scope == "store":
+                damaged |= set(roots)
+                everything = True
+    return out
+
+
+def pc(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Prefix consistency: every readable state is a valid prefix, and reflects what fired."""
+    damaged = damaged_before(history, tamper_scope)
     for i, step in enumerate(history):
         state = step.observed.state
-        if state is None:
+        if state is None or _branch(step) in damaged[i]:
             continue
         if not state.is_valid(workflow):
             return i
@@ -47,7 +77,7 @@ def pc(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def eo(workflow: Workflow, history: list[Step]) -> int | None:
+def eo(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Effect exactly-once: per branch (with what it inherited), each e_t at most once."""
     counts: dict[str, Counter] = {}
     excused: set = set()
@@ -68,12 +98,15 @@ def eo(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def fd(workflow: Workflow, history: list[Step]) -> int | None:
+def fd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Fork determinism: a fork with v answers its gate with v and fires e_gate(v)."""
+    damaged = damaged_before(history, tamper_scope)
     for i, step in enumerate(history):
         op = step.op
         if not isinstance(op, Fork) or step.observed.outcome not in ("interrupted", "completed"):
             continue
+        if op.thread in damaged[i]:
+            continue  # a fork of a damaged thread that ran on is CV's (InvalidPersist)
         fired = {(t, v) for b, t, v in step.observed.effects if b == op.new_thread}
         state = step.observed.state
         if (op.gate, op.value) not in fired or (state and state.answer(op.gate) != op.value):
@@ -81,7 +114,7 @@ def fd(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def cv(workflow: Workflow, history: list[Step]) -> int | None:
+def cv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Checkpoint validity: nothing invalid persisted; tampered or bad state refused loudly."""
     tampered: set = set()
     for i, step in enumerate(history):
@@ -103,7 +136,7 @@ def cv(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def co(workflow: Workflow, history: list[Step]) -> int | None:
+def co(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Consume-once: each pending interrupt is consumed once, sequentially and across processes."""
     consumed: set = set()
     excused: set = set()
@@ -124,7 +157,7 @@ def co(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def rd(workflow: Workflow, history: list[Step]) -> int | None:
+def rd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Recovery determinism: two copies of one durable state recover alike."""
     for i, step in enumerate(history):
         twin = step.observed.twin
@@ -135,10 +168,13 @@ def rd(workflow: Workflow, history: list[Step]) -> int | None:
     return None
 
 
-def lv(workflow: Workflow, history: list[Step]) -> int | None:
+def lv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Liveness: recovering a crashed run is neither refused nor left hanging."""
     needs: set = set()
+    damaged = damaged_before(history, tamper_scope)
     for i, step in enumerate(history):
+        if _branch(step) in damaged[i]:
+            continue  # refusing damaged data is correct; running on it is CV's
         if step.observed.outcome == "stuck":
             return i
         if isinstance(step.op, Recover | TwinRecover) and step.op.thread in needs:
@@ -154,11 +190,11 @@ def lv(workflow: Workflow, history: list[Step]) -> int | None:
 PROPERTIES = {"PC": pc, "EO": eo, "FD": fd, "CV": cv, "CO": co, "RD": rd, "LV": lv}
 
 
-def broken(workflow: Workflow, history: list[Step]) -> dict[str, int]:
+def broken(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> dict[str, int]:
     """Every property some step breaks, with the index of the first step breaking it."""
     out = {}
     for name, predicate in PROPERTIES.items():
-        index = predicate(workflow, history)
+        index = predicate(workflow, history, tamper_scope)
         if index is not None:
             out[name] = index
     return out

@@ -4,8 +4,8 @@ The fuzzer's self-test needs a target whose right answer is known, run through e
 barrier and ledger machinery a real framework goes through.  This one executes the refmodel's own
 runs (``refmodel.run.execute``) against a real store on disk (``store.py``): effects fire through
 the hooks, checkpoints are JSON files written atomically, a SIGKILL leaves a lock file behind, a
-race is settled by an ``O_EXCL`` claim file.  A mutant flips one switch, in the store or the run,
-so that it is wrong in exactly the way its category names.
+race is settled by a claim file changed only under an ``flock``.  A mutant flips one switch, in
+the store or the run, so that it is wrong in exactly the way its category names.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class ReferenceCase(Case):
             return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
         except BaseException:
             if claim is not None:  # the consume did not finish: the interrupt is still open
-                claim.unlink(missing_ok=True)
+                self.store.release(claim)
             raise
         finally:
             self.store.unlock(branch)

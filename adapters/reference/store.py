@@ -3,22 +3,30 @@
 Per thread: ``<t>.head.json`` holds the latest checkpoint (durable state, a write counter and an
 integrity digest), ``<t>.bak.json`` a copy of it, ``<t>.cp<g>.json`` the checkpoint at which gate
 ``g`` was pending, ``<t>.lock`` exists while an operation runs, ``<t>.claim-<n>`` records who
-consumed the interrupt raised by write ``n``.
+consumed the interrupt raised by write ``n`` (changed only under an ``flock`` of ``<t>.claims``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+from contextlib import contextmanager
 from pathlib import Path
 
+from adapters import protocol
 from adapters.protocol import Durable, StateView, Unreadable, Workflow, atomic_write_text
 
 
-class Refused(Exception):
-    """The reference refuses loudly (tampered store, nothing to do, interrupt already taken)."""
+class Refused(protocol.Refused):
+    """The reference refuses loudly (tampered store, nothing to do, interrupt already taken).
+
+    The reference is a mock *framework*: its refusals are the framework's refusals.  Raised from
+    adapter code (this package), an exception would count as a harness error (see
+    ``adapters/protocol.py``, "Who raised it"); deriving from ``protocol.Refused`` is how the
+    reference says "this is the framework saying no", wherever in the package it is raised."""
 
 
 class Store:
@@ -103,30 +111,68 @@ class Store:
     def unlock(self, thread: str) -> None:
         self.path(thread, "lock").unlink(missing_ok=True)
 
+    @contextmanager
+    def _claims_locked(self, thread: str):
+        """Hold the thread's claim lock (``flock`` on ``<t>.claims``): every change to a claim
+        file happens under it, so a check of the holder and the takeover that follows are one
+        step no other racer can interleave with.  The kernel drops the lock when its holder
+        dies, so a SIGKILL inside can never leave it held."""
+        fd = os.open(self.path(thread, "claims"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
     def claim(self, thread: str, interrupt_seq: int) -> Path:
         """Take the interrupt raised by write ``interrupt_seq``, once; a claim left by a process
         that died, or by this one, is taken over (that consume never finished).
 
-        The claim file appears whole or not at all (``link`` of a file already holding our pid
-        fails if the name exists): a reader never sees an empty claim."""
+        Exclusive: the read of the holder, the liveness check and the takeover happen under the
+        claim lock, so of k racers that find a dead holder exactly one takes over; the others
+        then find a live holder and are refused.  (Before: a check-then-replace that two racers
+        could both win, a LostUpdate of the reference itself.)  The holder is recorded with its
+        process start time, so a recycled pid is not mistaken for the holder."""
         path = self.path(thread, f"claim-{interrupt_seq}")
-        mine = self.path(thread, f"claim-{interrupt_seq}.{os.getpid()}")
-        atomic_write_text(mine, str(os.getpid()))
-        try:
-            os.link(mine, path)
-        except FileExistsError:
-            holder = path.read_text()
-            if holder == "done" or (int(holder) != os.getpid() and _alive(int(holder))):
-                raise Refused(f"interrupt {interrupt_seq} already consumed ({holder})") from None
-            os.replace(mine, path)  # the holder died mid-consume: take it over
-            return path
-        finally:
-            mine.unlink(missing_ok=True)
+        me = _identity(os.getpid())
+        with self._claims_locked(thread):
+            try:
+                holder = path.read_text()
+            except FileNotFoundError:
+                holder = None
+            if holder is not None and holder != me and (holder == "done" or _holds(holder)):
+                raise Refused(f"interrupt {interrupt_seq} already consumed ({holder})")
+            atomic_write_text(path, me)  # new, or taken over from a holder that died
         return path
+
+    def release(self, claim: Path) -> None:
+        """The consume failed: the interrupt is open again."""
+        with self._claims_locked(claim.name.rsplit(".claim-", 1)[0]):
+            claim.unlink(missing_ok=True)
 
     def settle(self, claim: Path) -> None:
         """The consume finished (the gate committed): the claim can never be taken over."""
-        atomic_write_text(claim, "done")
+        with self._claims_locked(claim.name.rsplit(".claim-", 1)[0]):
+            atomic_write_text(claim, "done")
+
+
+def _identity(pid: int) -> str:
+    """``"<pid> <start time>"``: a process, not just a (reusable) pid."""
+    return f"{pid} {_start_time(pid)}"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(") ", 1)[1].split()[19]
+    except (FileNotFoundError, IndexError):
+        return "?"
+
+
+def _holds(holder: str) -> bool:
+    """Is the process recorded in a claim still alive (the same process, not a recycled pid)?"""
+    pid, _, started = holder.partition(" ")
+    return _alive(int(pid)) and _start_time(int(pid)) == started
 
 
 def _alive(pid: int) -> bool:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from adapters.protocol import (
-    Adapter, Capabilities, Case, Fork, Recover, Resume, Start, StateView, Variant,
+    Adapter, Capabilities, Case, Fork, Recover, Refused, Resume, Start, StateView, Variant,
     atomic_write_text, forge, Durable,
 )
 
@@ -36,10 +36,12 @@ class ToyCase(Case):
         else:
             thread, state = op.thread, self._load(op.thread)
             if state is None:
-                raise RuntimeError("no such thread")
+                # The toy *is* its framework: its refusals are raised as ``Refused`` (an
+                # exception of adapter code would count as a harness error, not a refusal).
+                raise Refused("no such thread")
         answer = getattr(op, "value", None) if not isinstance(op, Recover) else None
         if isinstance(op, Resume) and state["pending"] is None:
-            raise RuntimeError("nothing is pending")
+            raise Refused("nothing is pending")
         for t in range(len(state["done"]) + 1, self.workflow.n + 1):
             hooks.task_begins(t)
             value = None

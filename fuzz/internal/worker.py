@@ -1,25 +1,34 @@
 """The worker side of the runner: the loop a forked (or spawned) worker serves commands with.
 
-Commands arrive over the worker's pipe: ``run`` (an executing operation), ``query``, ``tamper``,
-``clone``, ``race`` (one racer's resume, between start and read barriers) and ``close``.  A
-``sigkill`` crash point sends ``("barrier",)`` and waits for an answer that never comes: the
-parent kills the worker.  Every exception from the adapter is an observation, never a crash of
-the worker.
+Commands (``fuzz/internal/messages.py``) arrive over the worker's pipe: ``RunCommand`` (an
+executing operation), ``QueryCommand``, ``TamperCommand``, ``CloneCommand``, ``RaceCommand``
+(one racer's resume, between start and read barriers) and ``Close``.  A ``sigkill`` crash point
+sends ``Barrier("sigkill")`` and waits for an answer that never comes: the parent kills the
+worker.  Every exception from the adapter becomes a ``Reply``, never a crash of the worker: a
+refusal of the framework (``rejected``, with its exception) or a failure of the harness
+(``harness``, with the adapter's traceback), told apart by ``blame.py``.
+
+The worker's fds 1 and 2 go to a file next to the case's ledger (``worker-<pid>.out``) for its
+whole life: frameworks print and log (from their own threads too), and a campaign's terminal must
+not drown in it.  Each reply carries the last ``OUTPUT_LIMIT`` bytes written during its command.
 """
 
 from __future__ import annotations
 
-import traceback
+import os
+import sys
 from pathlib import Path
 
-from adapters.protocol import CrashInjected, Unreadable
 from refmodel import op_from_json
 
 from ..errors import EngineError
+from . import messages as m
+from .blame import blame, crash_in, describe, roots_of
 from .hooks import EngineHooks
 from .ledger import Ledger
 
 TWIN = "~twin"  # the branch label suffix of a twin copy's effects
+OUTPUT_LIMIT = 4096  # bytes of a command's output kept for the runner's log
 
 
 def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
@@ -27,36 +36,38 @@ def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
+    output = Output(output_path(ledger_path, os.getpid()))
     if fresh:
         from ..targets import prepare
 
         prepare(adapter)
     ledger = Ledger(ledger_path)
+    roots = roots_of(adapter)
     case = adapter.open(variant, workflow, Path(workdir))
 
     def barrier():
-        conn.send(("barrier",))
+        conn.send(m.Barrier(m.SIGKILL))
         conn.recv()  # nothing ever comes: the parent kills this process
 
     try:
         while True:
             message = conn.recv()
-            kind = message[0]
-            if kind == "close":
+            if isinstance(message, m.Close):
                 break
-            if kind == "race":
-                _, op_doc, seq, branch, racer, forced = message
-                conn.send(("opened",))
-                conn.recv()  # go
+            if isinstance(message, m.RaceCommand):
+                conn.send(m.Barrier("opened"))
+                conn.recv()  # Go
 
                 def ready():
-                    conn.send(("read",))
+                    conn.send(m.Barrier("read"))
                     conn.recv()
 
-                conn.send(_run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier,
-                                  racer, ready if forced else None))
+                run = m.RunCommand(op=message.op, seq=message.seq, branch=message.branch,
+                                   racer=message.racer)
+                conn.send(output.around(lambda: _run_op(
+                    case, run, ledger, barrier, roots, ready if message.forced else None)))
                 break
-            conn.send(handle(case, ledger, message, barrier))
+            conn.send(output.around(lambda: handle(case, ledger, message, barrier, roots)))
     finally:
         try:
             case.close()
@@ -64,61 +75,125 @@ def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
             ledger.close()
 
 
-def handle(case, ledger, message, barrier=None):
-    """One command of a case: ``run``, ``query``, ``tamper`` or ``clone``; returns the reply."""
-    kind = message[0]
-    if kind == "run":
-        _, op_doc, seq, branch, racer = message
-        return _run_op(case, op_from_json(op_doc), seq, branch, ledger, barrier, racer)
-    if kind == "query":
-        return _guarded(lambda: case.query(message[1]).to_json())
-    if kind == "tamper":
-        return _guarded(lambda: case.tamper(message[1], message[2]))
-    if kind == "clone":
-        return _guarded(lambda: case.clone_store(Path(message[1])))
-    raise EngineError(f"unknown worker command {kind!r}")
+def output_path(ledger_path, pid: int) -> Path:
+    """Where worker ``pid`` of the case whose ledger is ``ledger_path`` writes fds 1 and 2."""
+    return Path(ledger_path).parent / f"worker-{pid}.out"
 
 
-def _run_op(case, op, seq, branch, ledger, barrier, racer, ready=None):
-    hooks = EngineHooks(op, seq=seq, branch=branch, ledger=ledger, barrier=barrier, racer=racer,
-                        race_ready=ready)
+class Output:
+    """Fds 1 and 2 of this process, sent to ``path`` (``None``: left alone, as in-process)."""
+
+    def __init__(self, path: Path | None):
+        self.file = None
+        if path is not None:
+            _flush()
+            self.file = open(path, "ab+")
+            os.dup2(self.file.fileno(), 1)
+            os.dup2(self.file.fileno(), 2)
+            _streams_to_fds()
+
+    def around(self, command) -> m.Reply:
+        """Run ``command`` (which returns a ``Reply``); attach what it printed."""
+        if self.file is None:
+            return command()
+        start = os.lseek(1, 0, os.SEEK_END)
+        reply = command()
+        _flush()
+        end = os.lseek(1, 0, os.SEEK_END)
+        if end == start:
+            return reply
+        os.lseek(self.file.fileno(), max(start, end - OUTPUT_LIMIT), os.SEEK_SET)
+        text = os.read(self.file.fileno(), OUTPUT_LIMIT).decode("utf-8", "replace")
+        return _with(reply, output=text)
+
+
+def _streams_to_fds() -> None:
+    """``sys.stdout`` / ``sys.stderr`` (and logging handlers holding them) write to fds 1 and 2:
+    the parent may have replaced them with objects that write elsewhere (a progress display, a
+    test runner's capture), which a forked worker inherits."""
+    import logging
+
+    old = {id(sys.stdout): None, id(sys.stderr): None}
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    loggers = [logging.getLogger()] + [
+        lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and id(stream) in old:
+                handler.setStream(sys.stderr)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def _with(reply: m.Reply, **changes) -> m.Reply:
+    from dataclasses import replace
+
+    return replace(reply, **changes)
+
+
+def handle(case, ledger, message, barrier=None, roots=frozenset()) -> m.Reply:
+    """One command of a case (run, query, tamper or clone); returns its ``Reply``."""
+    if isinstance(message, m.RunCommand):
+        return _run_op(case, message, ledger, barrier, roots)
+    if isinstance(message, m.QueryCommand):
+        return _guarded(lambda: case.query(message.thread).to_json(), roots)
+    if isinstance(message, m.TamperCommand):
+        return _guarded(lambda: case.tamper(message.thread, message.how), roots)
+    if isinstance(message, m.CloneCommand):
+        return _guarded(lambda: case.clone_store(Path(message.dest)), roots)
+    raise EngineError(f"unknown worker command {message!r}")
+
+
+def _run_op(case, command: m.RunCommand, ledger, barrier, roots, ready=None) -> m.Reply:
+    op = op_from_json(command.op)
+    hooks = EngineHooks(op, seq=command.seq, branch=command.branch, ledger=ledger,
+                        barrier=barrier, racer=command.racer, race_ready=ready)
     try:
         outcome = case.run(op, hooks)
         hooks.run_returned()
-    except BaseException as exc:  # noqa: BLE001 - every exception is an observation
-        if injected(exc):
-            return ("crashed", "crashed", hooks.fired)
+    except BaseException as exc:  # noqa: BLE001 - every exception is an observation or a tool error
+        crash = crash_in(exc)
+        if crash is not None:
+            return m.Reply(kind=m.CRASHED, outcome="crashed", error=describe(crash),
+                           fired=hooks.fired)
         hooks.race_ready()  # a racer refused before reading still releases the others (once)
-        return ("rejected", f"{type(exc).__name__}: {exc}"[:500], hooks.fired)
+        return _blamed(exc, roots, fired=hooks.fired)
     hooks.race_ready()  # the adapter never called it (a no-op resume): release the others
     if outcome not in ("interrupted", "completed"):
-        return ("rejected", f"Case.run returned {outcome!r}", hooks.fired)
-    return ("ok", outcome, hooks.fired)
+        return m.Reply(kind=m.HARNESS, error=f"Case.run returned {outcome!r}", fired=hooks.fired)
+    return m.Reply(kind=m.OK, outcome=outcome, fired=hooks.fired)
 
 
 def injected(exc: BaseException) -> bool:
     """Was a ``CrashInjected`` anywhere in the chain (causes, contexts, groups) of ``exc``?"""
-    seen = set()
-    stack = [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, CrashInjected):
-            return True
-        stack += [e.__cause__, e.__context__]
-        stack += list(getattr(e, "exceptions", ()))
-    return False
+    return crash_in(exc) is not None
 
 
-def _guarded(call):
+def _blamed(exc: BaseException, roots, **fields) -> m.Reply:
+    verdict = blame(exc, roots)
+    if verdict.who == "framework":
+        return m.Reply(kind=m.REJECTED, outcome="rejected", error=verdict.error, **fields)
+    return m.Reply(kind=m.HARNESS, error=verdict.error, traceback=verdict.traceback, **fields)
+
+
+def _guarded(call, roots) -> m.Reply:
+    """A query, tamper or clone: its value, or who failed (``Unreadable`` is the framework's)."""
+    from adapters.protocol import Unreadable
+
     try:
-        return ("ok", call())
+        return m.Reply(kind=m.OK, value=call())
     except Unreadable as exc:
-        return ("error", f"unreadable: {exc}")
+        return m.Reply(kind=m.REJECTED, error=describe(exc))
     except Exception as exc:  # noqa: BLE001 - reported, not raised, so the worker lives on
-        return ("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:1000])
+        return _blamed(exc, roots)
 
 
 def cleanup(adapter, variant, workdir):

@@ -44,5 +44,6 @@ def test_each_mutant_is_found_labelled_and_replays(mutant, tmp_path):
 def test_reference_finds_nothing(tmp_path):
     result = campaign("reference", tmp_path, examples=150)
     assert result.findings == [] and result.flaky == []
+    assert result.harness_errors == 0 and result.errors == []  # never a harness error either
     assert result.operations > result.examples  # examples really ran operations
     assert not (tmp_path / "corpus").exists()

@@ -1,10 +1,16 @@
-"""The matrix and the nightly run, on the built-in targets."""
+"""The matrix and the nightly run, on the built-in targets.
+
+The nightly run is done once (module fixture) in its own directory; every test that changes
+directory does it with monkeypatch (restored after the test), and a test that modifies the files
+works on a copy of its own, so the tests pass in any order and alone.
+"""
 
 import json
-import os
+import shutil
 
 import pytest
 
+from fuzz import evidence
 from fuzz.cli import main
 from fuzz.nightly import NightlyOptions, run_nightly
 
@@ -14,15 +20,22 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def nightly(tmp_path_factory):
     root = tmp_path_factory.mktemp("nightly")
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
         options = NightlyOptions(targets=["reference", "mutant:Replay"], max_examples=40,
                                  seed=3, profile="ci", jobs=2)
         summary = run_nightly(options, log=lambda line: None)
-    finally:
-        os.chdir(cwd)
     return root, summary
+
+
+@pytest.fixture
+def nightly_copy(nightly, tmp_path, monkeypatch):
+    """A private copy of the nightly run's directory, as the working directory."""
+    root, _ = nightly
+    copy = tmp_path / "nightly"
+    shutil.copytree(root, copy)
+    monkeypatch.chdir(copy)
+    return copy
 
 
 def test_nightly_runs_campaigns_replays_and_renders(nightly):
@@ -37,30 +50,47 @@ def test_nightly_runs_campaigns_replays_and_renders(nightly):
     assert (root / "results" / "matrix.md").exists() and (root / "results" / "matrix.html").exists()
 
 
-def test_matrix_cells(nightly, capsys):
+def test_nightly_records_what_was_exercised(nightly):
     root, _ = nightly
-    os.chdir(root)
+    doc = evidence.load(root / "results" / "reference" / "default.json")
+    assert doc["version"] == evidence.VERSION
+    counted = doc["exercised"]
+    assert set(counted) == set(evidence.COUNTED)
+    # Every executing op counts for PC; the counts are a subset of the operations run.
+    assert 0 < sum(counted["PC"].values()) <= doc["total_operations"]
+    assert doc["latest"]["exercised"] == counted  # one campaign so far: latest == totals
+
+
+def test_matrix_cells(nightly_copy, capsys):
     assert main(["matrix", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {(r["target"], r["variant"]): r["cells"] for r in doc["rows"]}
     replay = rows[("mutant:Replay", "default")]
     assert replay["EO"]["verdict"] == "✗" and replay["EO"]["link"].endswith(".md")
     assert replay["PC"]["verdict"] == "✓" and replay["PC"]["examples"] > 0
+    assert replay["PC"]["exercised"] >= evidence.MIN_EXERCISED
     ref = rows[("reference", "default")]
-    assert {c["verdict"] for c in ref.values()} == {"✓"}
+    assert ref["FI"]["verdict"] == "declared"
+    for prop, cell in ref.items():
+        if prop == "FI":
+            continue
+        # No finding on the reference; a ✓ stands on enough exercised operations, a ? on few.
+        assert cell["verdict"] in ("✓", "?"), (prop, cell)
+        enough = cell["exercised"] >= evidence.MIN_EXERCISED
+        assert (cell["verdict"] == "✓") == enough, (prop, cell)
     assert all(c["age_days"] is not None for c in ref.values())
 
 
 def test_matrix_html_works_offline(nightly):
     root, _ = nightly
     page = (root / "results" / "matrix.html").read_text()
-    assert "<table>" in page and "http://" not in page and "https://" not in page
+    assert '<table id="matrix">' in page and "http://" not in page and "https://" not in page
     assert 'href="../shrink_reports/' in page  # links relative to the page, to local files
+    assert page.index('id="summary"') < page.index('id="matrix"')  # the summary comes first
 
 
-def test_nightly_flags_an_entry_a_release_fixed(nightly, capsys):
-    root, _ = nightly
-    os.chdir(root)
+def test_nightly_flags_an_entry_a_release_fixed(nightly_copy):
+    root = nightly_copy
     entry = next((root / "corpus" / "mutant_Replay").rglob("*.json"))
     doc = json.loads(entry.read_text())
     doc["target"] = "reference"  # as if the framework had been fixed

@@ -7,6 +7,7 @@ import pytest
 
 from adapters.protocol import Capabilities, Case
 from adapters.reference import ReferenceAdapter, ReferenceCase
+from fuzz.internal.messages import CloneCommand
 from fuzz.runner import Session, Settings
 from refmodel import (
     CrashAt,
@@ -81,8 +82,8 @@ def test_twin_recover_clones_the_store_byte_for_byte(runner, tmp_path):
     store = {p.name: p.read_bytes() for p in runner.workdir.iterdir()}
     clone = tmp_path / "clone"
     clone.mkdir()
-    status, reply = runner._worker().call(("clone", str(clone)), 10)
-    assert status == "reply" and reply[0] == "ok"
+    status, reply = runner._worker().call(CloneCommand(str(clone)), 10)
+    assert status == "reply" and reply.kind == "ok"
     assert {p.name: p.read_bytes() for p in clone.iterdir()} == store
     obs = runner.apply(TwinRecover("t0"))
     assert obs.twin is not None and obs.twin.outcome == obs.outcome == "interrupted"

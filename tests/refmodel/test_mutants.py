@@ -25,7 +25,8 @@ def test_reference_never_diverges_from_itself():
 
 
 def test_reference_state_counts_are_stable():
-    assert explore_reference(WF, 2) == [8, 65]
+    # 10, not 8: a crash after task 1 (before the gate) may leave either label (CONTRACT §3).
+    assert explore_reference(WF, 2) == [10, 116]
 
 
 def test_every_mutant_has_a_shape_in_the_contract():

@@ -47,3 +47,22 @@ def test_eo_names_the_first_step_that_fires_twice():
     again = Step(Start("t1"), Observation("interrupted", (("t0", 1, None),),
                                           StateView("interrupted", (1,), (), 2)))
     assert properties.eo(WF, [start, start, again]) == 1
+
+
+def test_a_refusal_on_a_thread_a_tamper_reached_breaks_no_liveness():
+    from refmodel import CrashAt, Fork, Recover, Resume, Tamper
+
+    wf = Workflow(3, {2}, ("a", "b"))
+    refused = Observation("rejected", (), None)
+    ops = [Start("t0"), Resume("t0", value="a"),
+           Fork("t0", gate=2, value="b", new_thread="f1",
+                crash=CrashAt(3, "before_effect", "sigkill")),
+           Tamper("t0", how="corrupt")]
+    model, world, steps = Model(wf), World(), []
+    for op in ops:
+        observation, world = model.step(world, op)[0]
+        steps.append(Step(op, observation))
+    steps.append(Step(Recover("f1"), refused))
+    assert properties.lv(wf, steps, "lineage") is None
+    assert properties.lv(wf, steps, "store") is None
+    assert properties.lv(wf, steps, "thread") == len(steps) - 1

@@ -1,0 +1,138 @@
+"""The one comparison step: judge an observed operation against the reference, and whole traces.
+
+Every place a trace is judged goes through here: the campaign's state machine
+(``machine.DifferentialMachine._check``), ``replay``, and the trace minimizer.  So they cannot
+drift apart (the issue this module closes: replay lacked the whole-store tamper step and the
+deviation lookup, and reported ERROR where the machine would have followed an allowed branch).
+
+``judge_step(model, world, op, observed, caps, deviations, history)`` -> ``Judgement``:
+
+- the allowed observations (``refmodel.Model.step``; the tamper reach of ``caps`` is the model's,
+  see ``model_for``);
+- ``divergence``: ``None`` when ``observed`` is one of them, else ``refmodel.classify``'s label
+  with the history before the step;
+- ``verdict``: ``None`` (allowed), ``"D"`` when one of the adapter's documented deviations covers
+  the divergence (``adapters.protocol.Deviation.covers``), else ``"✗"``;
+- ``world``: the world after the step: the allowed branch the target took, or, after a ``D``,
+  the target's observed branch adopted (``Model.adopt``), so that the search goes on under the
+  cited weakening (CONTRACT §5).  After a ``✗`` it is the reference's canonical branch (the
+  example ends there; the field is only informative).
+
+``judge_trace(runner_factory, workflow, ops, caps, deviations)`` applies ``ops`` through a fresh
+runner (``runner_factory(workflow)``, anything with ``apply(op) -> Observation`` and ``close()``,
+such as ``runner.Session.case``) and returns a ``TraceVerdict``: the first ✗ if any, else the
+first D, with every D seen on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from refmodel import Divergence, Model, Observation, Op, Workflow, World, classify
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict on one step (see the module docstring)."""
+
+    allowed: tuple  # tuple[Observation, ...], canonical first
+    divergence: Divergence | None
+    verdict: str | None  # None | "✗" | "D"
+    citation: str
+    world: World
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+@dataclass(frozen=True, slots=True)
+class SeenDeviation:
+    """A documented deviation met on the way: the step index (0-based), its label, its citation."""
+
+    index: int
+    divergence: Divergence
+    citation: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceVerdict:
+    """The judgement of a whole trace on a target.
+
+    ``first_divergence_index`` is the 0-based index of the step that decides the verdict: the
+    first ✗, or, when no ✗ came, the first D (``None`` when every step was allowed).
+    ``observations`` and ``expected`` hold one entry per step applied (the trace stops at a ✗).
+    """
+
+    first_divergence_index: int | None
+    divergence: Divergence | None
+    verdict: str | None
+    citation: str = ""
+    observations: tuple = ()
+    expected: tuple = ()  # tuple[tuple[Observation, ...], ...]
+    deviations_seen: tuple = field(default=())  # tuple[SeenDeviation, ...]
+
+
+def model_for(workflow: Workflow, caps, mutant: str | None = None) -> Model:
+    """The reference model for a target with capabilities ``caps`` (its tamper reach)."""
+    return Model(workflow, mutant, tamper_scope=getattr(caps, "tamper_scope", "thread"))
+
+
+def crash_kind_of(world: World, op: Op, observed: Observation) -> str | None:
+    """How the op's thread died: in this very op, or before it (a recovery diverging)."""
+    crash = getattr(op, "crash", None)
+    if observed.outcome == "crashed" and crash is not None:
+        return crash.kind
+    thread = world.get(op.thread)
+    return thread.crash_kind if thread is not None else None
+
+
+def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=None,
+               deviations=(), history=()) -> Judgement:
+    """Judge one observed step (raises ``refmodel.InvalidOperation`` if ``op`` is not enabled)."""
+    alternatives = model.step(world, op)
+    allowed = tuple(o for o, _ in alternatives)
+    divergence = classify(model, world, op, list(allowed), observed, history)
+    if divergence is None:
+        after = next(w for o, w in alternatives if o.same_as(observed))
+        return Judgement(allowed, None, None, "", after)
+    kind = crash_kind_of(world, op, observed)
+    deviation = next((d for d in deviations if d.covers(divergence.category, op.name, kind)), None)
+    if deviation is None:
+        return Judgement(allowed, divergence, "✗", "", alternatives[0][1])
+    return Judgement(allowed, divergence, "D", deviation.citation,
+                     model.adopt(world, op, observed))
+
+
+def judge_trace(runner_factory, workflow: Workflow, ops, caps=None, deviations=(), *,
+                mutant: str | None = None) -> TraceVerdict:
+    """Apply ``ops`` on a fresh runner and judge each step; stop at the first ✗."""
+    model = model_for(workflow, caps, mutant)
+    world, history, seen = World(), [], []
+    runner = runner_factory(workflow)
+    try:
+        for i, op in enumerate(ops):
+            observed = runner.apply(op)
+            judgement = judge_step(model, world, op, observed, caps, deviations, history)
+            history.append((op, observed, judgement.allowed))
+            if judgement.verdict == "✗":
+                return _verdict(i, judgement.divergence, "✗", "", history, seen)
+            if judgement.verdict == "D":
+                seen.append(SeenDeviation(i, judgement.divergence, judgement.citation))
+            world = judgement.world
+    finally:
+        runner.close()
+    if seen:
+        return _verdict(seen[0].index, seen[0].divergence, "D", seen[0].citation, history, seen)
+    return _verdict(None, None, None, "", history, seen)
+
+
+def _verdict(index, divergence, verdict, citation, history, seen) -> TraceVerdict:
+    return TraceVerdict(
+        first_divergence_index=index, divergence=divergence, verdict=verdict, citation=citation,
+        observations=tuple(o for _, o, _ in history), expected=tuple(a for _, _, a in history),
+        deviations_seen=tuple(seen))
+
+
+__all__ = ["Judgement", "SeenDeviation", "TraceVerdict", "crash_kind_of", "judge_step",
+           "judge_trace", "model_for"]

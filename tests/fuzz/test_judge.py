@@ -1,0 +1,117 @@
+"""The one comparison step (fuzz.judge) and replay's per-entry summary over trials."""
+
+from adapters.protocol import Capabilities, Deviation
+from fuzz.judge import judge_step, judge_trace, model_for
+from fuzz.replay import ReplayResult, summarize
+from refmodel import (
+    CrashAt,
+    Observation,
+    Recover,
+    Resume,
+    Start,
+    StateView,
+    Tamper,
+    Workflow,
+    World,
+)
+
+WF = Workflow(3, {3}, ("a", "b"))
+LAGGING = Deviation("StateMismatch", "docs: durability='exit' writes at exit", "after a SIGKILL",
+                    after_crash_kinds=frozenset({"sigkill"}))
+
+
+class Scripted:
+    """A runner that answers each op with the next scripted observation."""
+
+    def __init__(self, observations):
+        self.observations = list(observations)
+        self.closed = False
+
+    def apply(self, op):
+        return self.observations.pop(0)
+
+    def close(self):
+        self.closed = True
+
+
+def view(done, answers=(), pending=None):
+    return StateView.of(WF, done, dict(answers), pending)
+
+
+OPS = [Start("t0", crash=CrashAt(2, "after_commit", "sigkill")), Recover("t0"),
+       Resume("t0", value="a")]
+# The checkpoint lags after the SIGKILL (done (1,) though task 2 completed): a documented PC
+# deviation.  Recovery then re-runs task 2 from what was persisted: allowed under the adopted
+# branch.  The resume then re-fires task 1: a PrefixReplay defect after the D.
+SCRIPT = [
+    Observation("crashed", (("t0", 1, None), ("t0", 2, None)), view((1,))),
+    Observation("interrupted", (("t0", 2, None),), view((1, 2), pending=3)),
+    Observation("completed", (("t0", 1, None), ("t0", 3, "a")), view((1, 2, 3), {3: "a"})),
+]
+
+
+def test_a_documented_deviation_does_not_end_the_search():
+    runner = Scripted(SCRIPT)
+    verdict = judge_trace(lambda wf: runner, WF, OPS, Capabilities(), [LAGGING])
+    assert verdict.verdict == "✗" and verdict.divergence.category == "PrefixReplay"
+    assert verdict.first_divergence_index == 2
+    assert [(d.index, d.divergence.category) for d in verdict.deviations_seen] == [
+        (0, "StateMismatch")]
+    assert runner.closed and len(verdict.observations) == 3
+
+
+def test_the_adopted_branch_is_the_frameworks_and_a_d_alone_is_the_verdict():
+    verdict = judge_trace(lambda wf: Scripted(SCRIPT[:2]), WF, OPS[:2], Capabilities(), [LAGGING])
+    # Without adopting the lagging state, the recovery's task 2 would be a Replay ✗.
+    assert verdict.verdict == "D" and verdict.divergence.category == "StateMismatch"
+    assert verdict.first_divergence_index == 0 and verdict.citation == LAGGING.citation
+
+
+def test_without_the_deviation_the_first_divergence_is_a_defect():
+    verdict = judge_trace(lambda wf: Scripted(SCRIPT), WF, OPS, Capabilities(), [])
+    assert verdict.verdict == "✗" and verdict.divergence.category == "StateMismatch"
+    assert verdict.first_divergence_index == 0 and verdict.deviations_seen == ()
+
+
+def test_judge_step_applies_the_adapters_tamper_reach():
+    wf = Workflow(2, set(), ("a", "b"))
+    ops = [Start("t0"), Start("t1", crash=CrashAt(1, "in_flight", "sigkill")),
+           Tamper("t0", how="corrupt")]
+    refused = Observation("rejected", (), None)
+    for scope, category in (("store", None), ("thread", "Stuck")):
+        caps = Capabilities(tamper_scope=scope)
+        model, world = model_for(wf, caps), World()
+        for op in ops:
+            world = model.step(world, op)[0][1]
+        judgement = judge_step(model, world, Recover("t1"), refused, caps)
+        assert (judgement.divergence.category if judgement.divergence else None) == category
+
+
+def test_judge_step_follows_the_allowed_branch_the_target_took():
+    model, world = model_for(WF, Capabilities()), World()
+    op = Start("t0", crash=CrashAt(2, "after_commit"))
+    asked = Observation("crashed", (("t0", 1, None), ("t0", 2, None)), view((1, 2), pending=3))
+    judgement = judge_step(model, world, op, asked)
+    assert judgement.ok and judgement.world.get("t0").durable.pending == 3
+    assert judgement.allowed[0].state.pending is None  # the canonical branch was the other
+
+
+def result(status):
+    return ReplayResult("e.json", status, "Replay", None, status.lower())
+
+
+def test_a_tie_never_turns_a_failing_entry_into_fixed():
+    summary = summarize([result("FIXED"), result("FAILED"), result("CHANGED")])
+    assert summary.status == "FAILED"
+    assert summary.rates == {"FAILED": 1, "CHANGED": 1, "FIXED": 1}
+    assert summary.detail.startswith("[FAILED 1/3, CHANGED 1/3, FIXED 1/3]")
+
+
+def test_summary_status_rules():
+    assert summarize([result("FIXED")] * 26 + [result("FAILED")] * 4).status == "FAILED"
+    assert summarize([result("FIXED"), result("CHANGED")]).status == "CHANGED"
+    assert summarize([result("FIXED")] * 3).status == "FIXED"
+    assert summarize([result("FIXED"), result("ERROR")]).status == "ERROR"
+    single = summarize([result("FAILED")])
+    assert single.rates == {"FAILED": 1} and single.detail == "failed"
+    assert summarize([result("FIXED")] * 2).to_json()["rates"] == {"FIXED": 2}

@@ -1,0 +1,223 @@
+"""Issue 12's verdict rules: tamper reach, PC label freedom, stale answers, whole-history rules.
+
+Each test pairs the observation with a setting in which the same rule must *not* fire (another
+tamper reach, no history, a label the contract does fix), so none of them can pass vacuously.
+"""
+
+import pytest
+
+from refmodel import (
+    RULES,
+    CrashAt,
+    Fork,
+    Model,
+    Observation,
+    Recover,
+    Resume,
+    Start,
+    StateView,
+    Tamper,
+    Workflow,
+    World,
+    classify,
+)
+
+GATE2 = Workflow(3, {2}, ("a", "b"))
+
+
+def walk(model, ops, world=None):
+    """Apply ops on the model's canonical branch; returns the world and the history."""
+    world, history = world or World(), []
+    for op in ops:
+        alternatives = model.step(world, op)
+        observed, world = alternatives[0]
+        history.append((op, observed, tuple(o for o, _ in alternatives)))
+    return world, history
+
+
+def judge(model, world, op, observed, history=()):
+    allowed = [o for o, _ in model.step(world, op)]
+    return classify(model, world, op, allowed, observed, history)
+
+
+def view(wf, done, answers=(), pending=None):
+    return StateView.of(wf, done, dict(answers), pending)
+
+
+# -- tamper reach --------------------------------------------------------------------------------
+
+COMPLETED_THEN_FORK_CRASHED = [
+    Start("t0"), Resume("t0", value="a"),
+    Fork("t0", gate=2, value="b", new_thread="f1", crash=CrashAt(3, "before_effect", "sigkill")),
+]
+
+
+def test_refusal_on_a_fork_of_a_lineage_tampered_thread_is_allowed():
+    refused = Observation("rejected", (), None)
+    for scope, expected in (("lineage", None), ("thread", "Stuck")):
+        model = Model(GATE2, tamper_scope=scope)
+        world, _ = walk(model, COMPLETED_THEN_FORK_CRASHED + [Tamper("t0", how="corrupt")])
+        got = judge(model, world, Recover("f1"), refused)
+        assert (got.category if got else None) == expected, scope
+
+
+def test_a_fork_from_any_checkpoint_of_a_damaged_lineage_may_be_refused():
+    refused = Observation("rejected", (), None)
+    ops = [Start("t0"), Resume("t0", value="a"), Tamper("t0", how="corrupt")]
+    fork = Fork("t0", gate=2, value="b", new_thread="f1")
+    for scope, expected in (("lineage", None), ("thread", "ForkIgnore")):
+        model = Model(GATE2, tamper_scope=scope)
+        world, _ = walk(model, ops)
+        got = judge(model, world, fork, refused)
+        assert (got.category if got else None) == expected, scope
+
+
+def test_silent_use_of_a_damaged_lineage_is_invalid_persist_not_fork_ignore():
+    ops = [Start("t0"), Resume("t0", value="a"), Tamper("t0", how="forged")]
+    fork = Fork("t0", gate=2, value="b", new_thread="f1")
+    kept_a = Observation("completed", (("f1", 2, "a"), ("f1", 3, None)),
+                         view(GATE2, (1, 2, 3), {2: "a"}))
+    for scope, expected in (("lineage", "InvalidPersist"), ("thread", "ForkIgnore")):
+        model = Model(GATE2, tamper_scope=scope)
+        world, _ = walk(model, ops)
+        assert judge(model, world, fork, kept_a).category == expected, scope
+
+
+def test_a_store_tamper_reaches_every_thread_and_new_runs():
+    model = Model(GATE2, tamper_scope="store")
+    world, _ = walk(model, [Start("t0"), Start("t1", crash=CrashAt(1, "in_flight", "sigkill")),
+                            Tamper("t0", how="corrupt")])
+    refused = Observation("rejected", (), None)
+    assert judge(model, world, Recover("t1"), refused) is None
+    assert judge(model, world, Start("t2"), refused) is None
+    replayed = Observation("interrupted", (("t1", 1, None), ("t1", 1, None)),
+                           view(GATE2, (1,), pending=2))
+    assert judge(model, world, Recover("t1"), replayed).category == "InvalidPersist"
+    thread_only = Model(GATE2)
+    world, _ = walk(thread_only, [Start("t0"),
+                                  Start("t1", crash=CrashAt(1, "in_flight", "sigkill")),
+                                  Tamper("t0", how="corrupt")])
+    assert judge(thread_only, world, Recover("t1"), refused).category == "Stuck"
+
+
+def test_tamper_scope_is_validated():
+    with pytest.raises(ValueError):
+        Model(GATE2, tamper_scope="galaxy")
+
+
+# -- PC: labels compared only where the contract fixes them --------------------------------------
+
+
+def test_after_commit_of_the_task_before_a_gate_may_leave_either_label():
+    model = Model(GATE2)
+    op = Start("t0", crash=CrashAt(1, "after_commit"))
+    for pending in (None, 2):
+        observed = Observation("crashed", (("t0", 1, None),), view(GATE2, (1,), pending=pending))
+        assert judge(model, World(), op, observed) is None, pending
+
+
+def test_a_crash_while_consuming_may_leave_either_label_and_recovery_may_keep_the_answer():
+    model = Model(GATE2)
+    world, _ = walk(model, [Start("t0")])
+    op = Resume("t0", value="a", crash=CrashAt(2, "before_effect"))
+    unasked = Observation("crashed", (), view(GATE2, (1,)))
+    assert judge(model, world, op, unasked) is None
+    after = next(w for o, w in model.step(world, op) if o.same_as(unasked))
+    finished = Observation("completed", (("t0", 2, "a"), ("t0", 3, None)),
+                           view(GATE2, (1, 2, 3), {2: "a"}))
+    assert judge(model, after, Recover("t0"), finished) is None
+
+
+def test_a_label_the_contract_fixes_is_still_compared():
+    # A run that returned at its gate must persist the gate as pending.
+    model = Model(GATE2)
+    observed = Observation("interrupted", (("t0", 1, None),), view(GATE2, (1,)))
+    assert judge(model, World(), Start("t0"), observed).category == "StateMismatch"
+
+
+# -- naming what is found -------------------------------------------------------------------------
+
+TWO_GATES = Workflow(3, {1, 2}, ("a", "b"))
+
+
+def test_a_stale_answer_completing_the_next_gate_is_double_consume():
+    # LangGraph functional API: resume('a') answers gate 1, gate 2 pending; invoke(None)
+    # completes gate 2 with 'a'.
+    model = Model(TWO_GATES)
+    world, history = walk(model, [Start("t0"), Resume("t0", value="a")])
+    observed = Observation("completed", (("t0", 2, "a"), ("t0", 3, None)),
+                           view(TWO_GATES, (1, 2, 3), {1: "a", 2: "a"}))
+    divergence = judge(model, world, Recover("t0"), observed, history)
+    assert divergence.category == "DoubleConsume"
+    assert divergence.rule == "stale-answer-consumed"
+    fresh = Observation("completed", (("t0", 2, "b"), ("t0", 3, None)),
+                        view(TWO_GATES, (1, 2, 3), {1: "a", 2: "b"}))
+    assert judge(model, world, Recover("t0"), fresh, history).category == "Unclassified"
+
+
+def test_recovery_finishing_a_crashed_forks_gate_with_another_value_is_fork_ignore():
+    model = Model(GATE2)
+    ops = [Start("t0"), Resume("t0", value="a"),
+           Fork("t0", gate=2, value="b", new_thread="f1", crash=CrashAt(2, "before_effect"))]
+    world, history = walk(model, ops)
+    observed = Observation("completed", (("f1", 2, "a"), ("f1", 3, None)),
+                           view(GATE2, (1, 2, 3), {2: "a"}))
+    divergence = judge(model, world, Recover("f1"), observed, history)
+    assert divergence.category == "ForkIgnore"
+    assert judge(model, world, Recover("f1"), observed).category != "ForkIgnore"  # needs history
+
+
+def test_refusing_before_running_after_a_crash_is_stuck_even_with_a_bad_output():
+    wf = Workflow(3, set(), ("a", "b"))
+    model = Model(wf)
+    world, _ = walk(model, [Start("t0", crash=CrashAt(1, "after_commit", "sigkill"))])
+    refused = Observation("rejected", (), view(wf, (1,)))
+    divergence = judge(model, world, Recover("t0", bad_output=3), refused)
+    assert divergence.category == "Stuck"
+    # Refused at the bad output, after running task 2: that is the reference's own answer.
+    at_bad = Observation("rejected", (("t0", 2, None), ("t0", 3, None)), view(wf, (1, 2)))
+    assert judge(model, world, Recover("t0", bad_output=3), at_bad) is None
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+
+def test_rules_are_a_cited_table_ending_in_unclassified():
+    assert RULES[0].name == "tampered-state-used" and RULES[0].category == "InvalidPersist"
+    assert RULES[-1].category == "Unclassified"
+    assert all(rule.clause.startswith("CONTRACT §") for rule in RULES)
+    assert len({rule.name for rule in RULES}) == len(RULES)
+
+
+def test_every_divergence_names_its_rule_and_clause():
+    model = Model(GATE2)
+    observed = Observation("rejected", (), view(GATE2, ()))
+    divergence = judge(model, World(), Start("t0"), observed)
+    assert (divergence.rule, divergence.clause) == ("unexplained", "CONTRACT §5 Unclassified")
+
+
+def test_a_forks_value_answering_a_gate_it_never_reaches_is_double_consume():
+    # LangGraph functional API: a fork of gate 1 with 'a' that completes gate 2 with 'a'.
+    model = Model(TWO_GATES)
+    world, history = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1")])
+    fork = Fork("f1", gate=1, value="a", new_thread="f2")
+    observed = Observation("completed", (("f2", 2, "a"), ("f2", 3, None)),
+                           view(TWO_GATES, (1, 2, 3), {1: "a", 2: "a"}))
+    divergence = judge(model, world, fork, observed, history)
+    assert divergence.category == "DoubleConsume"
+    assert "another gate" in divergence.detail
+
+
+def test_two_racers_going_past_the_gate_is_lost_update():
+    from refmodel import Race
+
+    model = Model(GATE2)
+    world, _ = walk(model, [Start("t0")])
+    race = Race("t0", values=("a", "a"))
+    observed = Observation("completed|completed",
+                           (("t0", 2, "a"), ("t0", 3, None), ("t0", 3, None)),
+                           view(GATE2, (1, 2, 3), {2: "a"}))
+    assert judge(model, world, race, observed).category == "LostUpdate"
+    once = Observation("completed|completed", (("t0", 2, "a"), ("t0", 3, None)),
+                       view(GATE2, (1, 2, 3), {2: "a"}))
+    assert judge(model, world, race, once) is None  # a loser that reports a no-op is allowed
