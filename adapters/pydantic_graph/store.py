@@ -49,22 +49,25 @@ _ASKING: dict = {}
 def asking(cls):
     """``cls`` (a persistence class) with one hook: ``on_snapshot(node)`` is called where the
     framework persists the next node to run (``snapshot_node``: ``GraphRun.next`` after the
-    previous node's ``record_run`` finished, and ``Graph.initialize``), *before* the write.
+    previous node's ``record_run`` finished, and ``Graph.initialize``), *after* the write.
 
     pydantic-graph has no interrupt primitive: a gate "asks" when the unanswered gate node is
-    persisted with status ``'created'`` and nothing runs it.  The case calls the gate's
-    ``task_begins`` there, so a ``before_effect`` crash point at a gate fires where the pause
-    becomes durable, and ``after_commit`` of the task before it after that task's commit.  A
-    subclass overriding a public method of ``BaseStatePersistence``, as a user's custom
-    persistence would: the framework's own code runs unchanged."""
+    persisted with status ``'created'`` and nothing runs it.  That one write is also the commit
+    of the task before it (a snapshot holds the state *before* its node runs, so the previous
+    task's results first become durable in it).  The case calls the gate's ``task_begins``
+    right after it, where the adapter returns the pause: ``after_commit`` of the previous task
+    fires after its commit, and a ``before_effect`` crash point at a gate fires with the pause
+    already durable (there is no moment between the two in this framework).  A subclass
+    overriding a public method of ``BaseStatePersistence``, as a user's custom persistence
+    would: the framework's own code runs unchanged."""
     if cls not in _ASKING:
         class Asking(cls):
             on_snapshot = None
 
             async def snapshot_node(self, state, next_node):
+                await super().snapshot_node(state, next_node)
                 if self.on_snapshot is not None:
                     self.on_snapshot(next_node)
-                await super().snapshot_node(state, next_node)
 
         Asking.__name__ = Asking.__qualname__ = cls.__name__
         _ASKING[cls] = Asking

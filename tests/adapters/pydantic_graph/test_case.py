@@ -166,20 +166,22 @@ def test_the_docs_idiom_starts_afresh_when_nothing_is_next(harness):
                                   "full-single-resume_ifp-recover_ifp"])
 @pytest.mark.parametrize("task", [1, 2])
 def test_before_effect_at_a_gate_fires_where_it_asks(harness, name, task):
-    """The gate asks when its unanswered node is persisted: the crash point fires just before,
-    so the pause is not durable (a gate at task 1 too, persisted by initialize)."""
+    """The gate asks when its unanswered node is persisted: the crash point fires right after
+    that write (a gate at task 1 too, persisted by initialize), with the pause durable."""
     h = harness(name, Workflow(3, {task}, ("a", "b")))
     outcome, rows = h.do(Start("t0", crash=CrashAt(task, "before_effect")))
     assert outcome[0] == "crashed"
-    assert h.case.query("t0").pending is None
+    assert h.case.query("t0").pending == task
     assert rows == [("t0", t, None) for t in range(1, task)]
 
 
 def test_after_commit_before_a_gate_fires_after_the_commit(harness):
+    """Task 1's results become durable in the snapshot of the node after it (the gate)."""
     h = harness("file-single-resume_ifp-recover_ifp", GATED)
     outcome, _ = h.do(Start("t0", crash=CrashAt(1, "after_commit")))
     assert outcome[0] == "crashed"
-    assert [s["status"] for s in stored(h, "t0")] == ["success"]
+    assert [s["status"] for s in stored(h, "t0")] == ["success", "created"]
+    assert h.case.query("t0").done == (1,)
 
 
 @pytest.mark.parametrize("name", FILE_VARIANTS)
