@@ -171,7 +171,8 @@ class HttpServerCase(ServerCase):
                     if IDLE in kinds:
                         return "interrupted"
                     if FAILED in kinds:
-                        raise failure(RuntimeError(f"the run failed: {str(event.value)[:300]}"),
+                        # The server's own report of the failure (an event): its refusal.
+                        raise failure(Refused(f"the run failed: {str(event.value)[:300]}"),
                                       self.slot)
                     if STOP in kinds:
                         return "completed"
@@ -183,7 +184,7 @@ class HttpServerCase(ServerCase):
         if data is None:
             raise Refused(f"GET /handlers/{thread}: 404 after its event stream ended")
         if data.status == "failed":
-            raise failure(RuntimeError(f"the handler failed: {data.error}"), self.slot)
+            raise failure(Refused(f"the handler failed: {data.error}"), self.slot)
         if data.status == "completed":
             return "completed"
         raise HarnessError(f"the event stream of {thread!r} ended with the handler {data.status}")

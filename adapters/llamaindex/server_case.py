@@ -32,6 +32,7 @@ from adapters.protocol import (
     Case,
     HarnessError,
     Recover,
+    Refused,
     Resume,
     Start,
     StateView,
@@ -179,7 +180,7 @@ class ServerCase(Case):
         kinds = [k for k, _ in self._events_after(run_id, after)]
         for kind, text in reversed(self._events_after(run_id, after)):
             if kind == "WorkflowFailedEvent":
-                raise failure(RuntimeError(f"the run failed: {text[:300]}"), self.slot)
+                raise failure(Refused(f"the run failed: {text[:300]}"), self.slot)
             if kind in ("StopEvent", "WorkflowIdleEvent"):
                 return "completed" if kind == "StopEvent" else "interrupted"
         raise HarnessError(f"run {run_id} left no outcome after event {after}: {kinds}")
