@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,15 @@ class Capabilities:
     intents: Mapping[str, str] = field(
         default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
     )
+    # Generator weighting, so that what a variant's properties need is drawn often: relative
+    # weights (default 1) of crash kinds and phases, keyed ``"kind:<kind>"`` / ``"phase:<phase>"``
+    # (e.g. ``{"kind:sigkill": 3, "phase:after_commit": 3}`` where a durability mode only loses
+    # work to a SIGKILL after a commit).  Weights change what is drawn, never what is allowed.
+    weights: Mapping[str, float] = field(default_factory=dict)
+    # Seconds one operation of this variant may take before it is ``stuck`` (``None``: the
+    # engine's ``--op-timeout``).  For operations that legitimately wait on a framework's own
+    # timer (a server's grace period), never to make a hung framework look alive.
+    op_timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -573,6 +583,22 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def copy_files(src: Path, dest: Path) -> None:
+    """Copy the directory tree ``src`` into ``dest`` as a user's backup or restore would
+    (``cp -r`` without ``-p``): the bytes only, in directory order, each file with fresh
+    metadata (mtimes of the copy, not of the original).  For ``Case.clone_store``: a store
+    that orders checkpoints by file time must be judged on what a restored copy has, so two
+    copies may disagree as two restores would."""
+    src, dest = Path(src), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(src):  # directory order, as cp -r reads it
+        target = dest / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            copy_files(Path(entry.path), target)
+        elif entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, target)
+
+
 __all__ = [
     "OPERATIONS",
     "Adapter",
@@ -606,6 +632,7 @@ __all__ = [
     "Variant",
     "Workflow",
     "atomic_write_text",
+    "copy_files",
     "forge",
     "installed_versions",
     "read_calls",

@@ -44,6 +44,13 @@ VALUES = ("a", "b", "c")
 MAX_THREADS = 4
 
 
+def _weighted(caps: Capabilities, axis: str, options) -> st.SearchStrategy:
+    """``sampled_from(options)``, each repeated by its ``caps.weights["<axis>:<option>"]``
+    (default 1): the order is kept, so shrinking still moves toward the first option."""
+    return st.sampled_from([o for o in sorted(options)
+                            for _ in range(max(1, round(caps.weights.get(f"{axis}:{o}", 1))))])
+
+
 def machine_for(session: Session, *, observer=None, suppress=frozenset()
                 ) -> type[RuleBasedStateMachine]:
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
@@ -100,8 +107,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
             crash = st.builds(
                 CrashAt,
                 st.integers(1, n),
-                st.sampled_from(sorted(caps.crash_phases)),
-                st.sampled_from(sorted(caps.crash_kinds)),
+                _weighted(caps, "phase", caps.crash_phases),
+                _weighted(caps, "kind", caps.crash_kinds),
             )
             options = st.none() | crash if caps.crash_kinds and caps.crash_phases else st.none()
             point = data.draw(options, label="crash")

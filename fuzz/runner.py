@@ -91,13 +91,23 @@ class Session:
         self._cases = 0
 
     def op_time(self) -> float:
-        """Seconds the next wait may take: the op time limit, capped by the time left."""
+        """Seconds the next wait may take: the op time limit, capped by the time left.
+
+        A variant whose ops wait on a framework timer (a server's grace period) declares a
+        longer limit (``Capabilities.op_timeout``); never a shorter one."""
+        limit = self.op_limit()
         if self.settings.deadline is None:
-            return self.settings.op_timeout
+            return limit
         left = self.settings.deadline - time.monotonic()
         if left <= 0:
             raise OutOfTime()
-        return min(self.settings.op_timeout, left)
+        return min(limit, left)
+
+    def op_limit(self) -> float:
+        if not hasattr(self, "_op_limit"):
+            own = getattr(self.adapter.capabilities(self.variant), "op_timeout", None)
+            self._op_limit = max(self.settings.op_timeout, own or 0.0)
+        return self._op_limit
 
     def out_of_time(self) -> bool:
         return self.settings.deadline is not None and time.monotonic() >= self.settings.deadline
@@ -295,7 +305,7 @@ class CaseRunner:
         if status == "timeout" and self.session.out_of_time():
             raise OutOfTime()  # the deadline cut the op short: no verdict on it
         if status == "timeout":
-            limit = self.session.settings.op_timeout
+            limit = self.session.op_limit()
             self.log.append(f"op {seq} ({op.name}) did not answer within {limit}s")
             return m.RacerOutcome(racer, "stuck", f"no answer within {limit}s")
         if status == "died":

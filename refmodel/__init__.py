@@ -14,7 +14,7 @@ Standard library only, deterministic, and small enough to explore exhaustively. 
 from . import properties
 from .classify import RULES, Divergence, Rule, classify
 from .explore import Exposure, candidate_ops, explore_reference, shortest_exposure
-from .model import Model, ThreadModel, World, forge
+from .model import Model, ThreadModel, World, forge, forge_parts
 from .mutants import CATEGORIES, CATEGORY_INFO, MUTANTS
 from .ops import (
     CRASH_KINDS,

@@ -446,12 +446,49 @@ def _dedupe(alternatives: list[Alternative]) -> list[Alternative]:
     return unique
 
 
-def forge(workflow: Workflow, durable: Durable) -> Durable:
+def forge_parts(workflow: Workflow, durable: Durable) -> tuple[str, ...]:
+    """The stored parts ``forge`` can edit on their own in ``durable``, each edit schema-valid:
+    ``"done"`` (the log), ``"answer:<t>"`` for each answered gate, ``"pending"`` (the pending
+    gate record).  A store that protects some parts only (a checksum that skips the pending-gate
+    record) is caught by an edit of exactly the part it skips."""
+    parts = ["done"] if durable.done or durable.frontier < workflow.n else []
+    parts += [f"answer:{t}" for t, _ in durable.answers]
+    if durable.pending is not None or _askable(workflow, durable):
+        parts.append("pending")
+    return tuple(parts)
+
+
+def _askable(workflow: Workflow, durable: Durable) -> bool:
+    """Could the next task be recorded as the pending gate (schema: pending = frontier + 1)?"""
+    return durable.frontier < workflow.n and durable.frontier + 1 in workflow.gates
+
+
+def forge(workflow: Workflow, durable: Durable, part: str | None = None) -> Durable:
     """A well-formed, schema-valid state this run did not produce (``tamper(forged)``).
 
-    A different answer for the last answered gate if there is one, else the next task marked done.
-    Adapters write this content into their store; mutants of InvalidPersist run from it.
+    ``part=None``: a different answer for the last answered gate if there is one, else the next
+    task marked done.  ``part`` (one of ``forge_parts``) edits that part: ``"done"`` drops the
+    last completed task and its answer (or marks task 1 done when none is), with no gate
+    pending, as the schema then requires; ``"answer:<t>"`` gives gate ``t`` another value;
+    ``"pending"`` alone clears the pending gate, or records the next task as pending when it is
+    a gate.  Adapters write this content into their store; mutants of InvalidPersist run from it.
     """
+    if part == "done":
+        if durable.done:
+            last = durable.done[-1]
+            return Durable(durable.done[:-1],
+                           tuple((t, v) for t, v in durable.answers if t != last), None)
+        return forge(workflow, Durable())
+    if part is not None and part.startswith("answer:"):
+        task = int(part.split(":", 1)[1])
+        value = dict(durable.answers)[task]
+        other = next(v for v in workflow.values + (value + "'",) if v != value)
+        return replace(durable, answers=sorted_pairs({**dict(durable.answers), task: other}.items()))
+    if part == "pending":
+        return replace(durable, pending=None if durable.pending is not None
+                       else durable.frontier + 1)
+    if part is not None:
+        raise ValueError(f"forge: unknown part {part!r}; have {forge_parts(workflow, durable)}")
     if durable.answers:
         task, value = durable.answers[-1]
         other = next(v for v in workflow.values + (value + "'",) if v != value)
@@ -467,4 +504,4 @@ def forge(workflow: Workflow, durable: Durable) -> Durable:
     return Durable(durable.done[:-1], tuple((t, v) for t, v in durable.answers if t != durable.done[-1]))
 
 
-__all__ = ["BAD", "Model", "ThreadModel", "World", "forge"]
+__all__ = ["BAD", "Model", "ThreadModel", "World", "forge", "forge_parts"]

@@ -18,6 +18,7 @@ from adapters.protocol import (
     CrashInjected,
     Durable,
     Fork,
+    HarnessError,
     Hooks,
     Recover,
     Resume,
@@ -31,7 +32,7 @@ from adapters.protocol import (
 from refmodel.workflow import sorted_pairs
 
 from . import statefmt
-from .driver import NOOP, Runner
+from .driver import NOOP, ApplicationError, Runner
 from .stores import STORES
 
 INPUTS = "inputs.json"
@@ -54,7 +55,11 @@ class _CrashWatch(Hooks):
     """
 
     def __init__(self, inner: Hooks):
-        self.inner, self.crash = inner, None
+        self.inner, self.crash, self.failure = inner, None, None
+
+    def application_failed(self, exc: Exception) -> None:
+        """An agent of ours gave up (teams.py); AutoGen will report it as its own RuntimeError."""
+        self.failure = exc
 
     def task_begins(self, task: int) -> None:
         try:
@@ -108,16 +113,22 @@ class AutoGenCase(Case):
                 how = runner.fork(op.thread, op.gate, op.value, op.new_thread)
                 thread = op.new_thread
             else:
-                raise TypeError(f"{op.name} is not an executing operation")
+                raise HarnessError(f"{op.name} is not an executing operation")
+        except ApplicationError as exc:
+            raise HarnessError(str(exc)) from exc
         except Exception as exc:
             if watch.crash is not None and watch.crash is not exc:
                 raise watch.crash from exc
+            if watch.failure is not None:
+                raise HarnessError(f"the application's agent failed: {watch.failure}") from exc
             raise
         if how == NOOP:
             status = self.query(thread).status
             if status in ("interrupted", "completed"):
                 return status
-            raise RuntimeError(f"{op.name}: nothing to do, the saved state is {status}")
+            # The documented HITL loop answers only a saved state that asks; AutoGen was not
+            # called, so there is no refusal of its to report.
+            raise HarnessError(f"{op.name}: the runner made no call, the saved state is {status}")
         return how
 
     def query(self, thread: str) -> StateView:
@@ -133,7 +144,7 @@ class AutoGenCase(Case):
     def tamper(self, thread: str, how: str) -> None:
         text = self.store.latest(thread)
         if text is None:
-            raise RuntimeError(f"nothing is saved for {thread!r}")
+            raise HarnessError(f"the adapter has nothing saved for {thread!r} to tamper with")
         if how == "corrupt":
             new = statefmt.corrupt(text)
         else:
@@ -145,14 +156,14 @@ class AutoGenCase(Case):
                 fake = forge(self.workflow, Durable(tuple(done), sorted_pairs(answers.items()), pending))
                 state = statefmt.rewrite(state, fake.done, dict(fake.answers))
             else:
-                raise ValueError(f"unknown tamper {how!r}")
+                raise HarnessError(f"unknown tamper {how!r}")
             new = json.dumps(state)
         self.store.overwrite_latest(thread, new)
 
     def clone_store(self, dest: Path) -> None:
         self.store.clone(dest)
         if self.inputs.path.exists():
-            shutil.copy2(self.inputs.path, Path(dest) / INPUTS)
+            shutil.copyfile(self.inputs.path, Path(dest) / INPUTS)
 
     def close(self) -> None:
         self.store.close()

@@ -36,6 +36,12 @@ from .teams import answer_message, build_team, ending, start_message
 NOOP = "noop"
 
 
+
+class ApplicationError(RuntimeError):
+    """This runner (the application) failed, not AutoGen: the case reports it as the
+    protocol's ``HarnessError`` (a tool error, never a refusal)."""
+
+
 class Runner:
     def __init__(self, *, shape: str, save: str, n: int, gates, store, book, hooks):
         self.shape, self.step, self.n, self.gates = shape, save == "step", n, frozenset(gates)
@@ -62,7 +68,7 @@ class Runner:
 
     async def _start(self, thread):
         if self.store.latest(thread) is not None:
-            raise RuntimeError(f"thread {thread!r} already has a saved state")
+            raise ApplicationError(f"thread {thread!r} already has a saved state")
         given = {"kind": "start", "delivered": False}
         self.book.set(thread, given)
         return await self._drive(self._team(), thread, given)
@@ -70,7 +76,7 @@ class Runner:
     async def _resume(self, thread, value, shown=None):
         text = self.store.latest(thread)
         if text is None:
-            raise RuntimeError(f"nothing is saved for thread {thread!r}")
+            raise ApplicationError(f"the runner has nothing saved for thread {thread!r}")
         state = json.loads(text)
         team = self._team()
         await team.load_state(state)
@@ -95,7 +101,7 @@ class Runner:
     async def _fork(self, thread, gate, value, new_thread):
         text = self.store.at_gate(thread, gate)
         if text is None:
-            raise RuntimeError(f"no saved state of {thread!r} has gate {gate} asking")
+            raise ApplicationError(f"the runner saved no state of {thread!r} with gate {gate} asking")
         team = self._team()
         await team.load_state(json.loads(text))
         self.store.save(new_thread, f"interrupt:t{gate}", text)

@@ -21,6 +21,16 @@ import tempfile
 from pathlib import Path
 
 
+
+def copy_files(src, dest) -> None:
+    """A restore of the store directory (flat): the bytes, fresh metadata, directory order.
+    (``adapters.protocol.copy_files``, which this standalone module may not import.)"""
+    os.makedirs(dest, exist_ok=True)
+    for entry in os.scandir(src):
+        if entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, os.path.join(dest, entry.name))
+
+
 class JsonStore:
     kind = "json"
 
@@ -59,7 +69,7 @@ class JsonStore:
         self._path(thread).write_text(text)
 
     def clone(self, dest: Path) -> None:
-        shutil.copytree(self.dir, Path(dest) / "store", dirs_exist_ok=True)
+        copy_files(self.dir, Path(dest) / "store")  # bytes, fresh metadata: a restore
 
     def close(self) -> None:
         pass
@@ -110,9 +120,8 @@ class SqliteStore:
         ).fetchall()
 
     def clone(self, dest: Path) -> None:
-        (Path(dest) / "store").mkdir(parents=True, exist_ok=True)
-        for name in os.listdir(self.dir):  # the database, and a -journal if one were left
-            shutil.copy2(self.dir / name, Path(dest) / "store" / name)
+        # The database, and a -journal if one were left: bytes, fresh metadata (a restore).
+        copy_files(self.dir, Path(dest) / "store")
 
     def close(self) -> None:
         self.db.close()

@@ -107,7 +107,12 @@ class TaskAgent(BaseChatAgent):
             value = answer_in(messages)
             if value is None:
                 if self.shape == "split":
-                    raise RuntimeError(f"gate t{t} ran without an answer in its buffer")
+                    # The split shape's gate has nothing to ask with (its asker did): this is
+                    # the application's dead end, not AutoGen's refusal.  AutoGen re-raises an
+                    # agent's exception as a bare RuntimeError, so the hooks are told first.
+                    error = RuntimeError(f"gate t{t} ran without an answer in its buffer")
+                    getattr(self.hooks, "application_failed", lambda exc: None)(error)
+                    raise error
                 return Response(chat_message=self._request())
         self.hooks.effect(t, value)
         out = self.hooks.output(t, value)

@@ -98,6 +98,9 @@ def capabilities(variant: Variant) -> Capabilities:
         max_racers=3,
         not_expressible=not_expressible,
         intents={"resume": "indistinguishable", "fork": "indistinguishable"},
+        # The caller's store: one JSON file, or rows, per thread; a fork saves a copy of the
+        # source's text under its own thread, so a tamper reaches that thread alone.
+        tamper_scope="thread",
     )
 
 

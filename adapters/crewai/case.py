@@ -19,6 +19,7 @@ from pathlib import Path
 from adapters.protocol import (
     Case,
     Fork,
+    HarnessError,
     Hooks,
     Op,
     Recover,
@@ -35,8 +36,8 @@ from .flowsource import gate_of_method
 ON_EVENTS = ["method_execution_finished", "method_execution_paused"]
 
 
-class UnknownThread(LookupError):
-    """An operation named a thread this case never started."""
+class UnknownThread(HarnessError):
+    """An operation named a thread this case never started (the adapter lost track of it)."""
 
 
 class CrewAICase(Case):
@@ -87,7 +88,7 @@ class CrewAICase(Case):
                 store.write_checkpoint(self.workdir, loc, self._tampered_checkpoint(loc, how, edit))
                 changed = True
         if not changed:
-            raise RuntimeError(f"tamper({thread}): nothing is stored for this thread")
+            raise HarnessError(f"tamper({thread}): the adapter finds nothing stored for this thread")
 
     def clone_store(self, dest: Path) -> None:
         store.clone(self.workdir, Path(dest))
@@ -103,11 +104,11 @@ class CrewAICase(Case):
             return self._recover(op)
         if isinstance(op, Fork):
             return self._fork(op)
-        raise TypeError(f"CrewAICase.run: not an executing operation: {op!r}")
+        raise HarnessError(f"CrewAICase.run: not an executing operation: {op!r}")
 
     def _start(self, op: Start) -> str:
         if self.side.get(op.thread) is not None:
-            raise RuntimeError(f"thread {op.thread!r} exists already")
+            raise HarnessError(f"thread {op.thread!r} exists already")
         if self.backend == "persist":
             flow = self.flow_cls()  # @persist on the class: every method's completion is saved
         else:
@@ -143,7 +144,7 @@ class CrewAICase(Case):
     def _fork(self, op: Fork) -> str:
         source = self._info(op.thread)
         if self.side.get(op.new_thread) is not None:
-            raise RuntimeError(f"thread {op.new_thread!r} exists already")
+            raise HarnessError(f"thread {op.new_thread!r} exists already")
         if self.backend == "persist":
             new_fid = str(uuid.uuid4())
             self.side.set(op.new_thread, {"fid": new_fid, "location": None})
@@ -154,7 +155,8 @@ class CrewAICase(Case):
 
             loc = self._gate_checkpoint(op.thread, op.gate)
             if loc is None:
-                raise RuntimeError(f"no checkpoint of {op.thread!r} has gate {op.gate} pending")
+                # The adapter recorded no pause at this gate: its own loss, not CrewAI's refusal.
+                raise HarnessError(f"no recorded checkpoint of {op.thread!r} with gate {op.gate} pending")
             flow = self.flow_cls.fork(CheckpointConfig(restore_from=loc), branch=op.new_thread)
             new_fid = flow.state.id  # Flow.fork assigns a fresh uuid4
             self.side.set(

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 from pathlib import Path
 
-from adapters.protocol import Durable, StateView, Unreadable, Workflow, forge
+from adapters.protocol import Durable, StateView, Unreadable, Workflow, copy_files, forge
 
 from .flowsource import gate_of_method
 
@@ -266,9 +265,12 @@ def completed_methods(workflow: Workflow, done) -> list[str]:
 
 
 def clone(workdir: Path, dest: Path) -> None:
-    """Copy ``workdir/store`` into ``dest/store`` byte for byte, mtimes included (the JSON
-    checkpoint order is by mtime), SQLite ``-wal`` / ``-shm`` files as they are."""
-    shutil.copytree(Path(workdir) / STORE, Path(dest) / STORE, copy_function=shutil.copy2)
+    """Copy ``workdir/store`` into ``dest/store`` byte for byte with fresh file metadata, as a
+    restored backup or a second host has it, SQLite ``-wal`` / ``-shm`` files as they are.
+    The JSON provider orders checkpoints by mtime (``json_provider.py`` ``prune``; the CLI's
+    "latest"): a copy's mtimes are those of the copy, so which checkpoint is latest in a twin
+    is what a restore makes of it, not the original's."""
+    copy_files(Path(workdir) / STORE, Path(dest) / STORE)
 
 
 def _decode(text, where: str):

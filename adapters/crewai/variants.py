@@ -64,7 +64,10 @@ def capabilities(variant: Variant) -> Capabilities:
     # Every operation is expressible; the race can be forced because each racer reads the pending
     # row in from_pending() and writes only in resume().  resume (from_pending().resume) and fork
     # (restore_from_state_id / Flow.fork) are distinct calls: the intents are distinguishable.
-    return Capabilities(forced_race=True, max_racers=3)
+    # A tamper reaches one thread: each flow id has its own flow_states / pending_feedback rows
+    # (a fork gets a fresh id), and each thread its own checkpoint location (a directory, or a
+    # database file); forks read the source's checkpoint, as the model's "thread" reach assumes.
+    return Capabilities(forced_race=True, max_racers=3, tamper_scope="thread")
 
 
 _FORK_DOC = (

@@ -60,6 +60,14 @@ SIGKILL_ON_MEMORY = ("a SIGKILLed worker takes InMemorySaver's store with it "
                      "(exception crashes only)")
 NO_SCHEMA = ("the functional API has no state schema: a @task may return any value, so no "
              "output is outside it")
+FUNC_UPDATE_FORK = (
+    "the functional API has no fork spelled update_state(C, None): the update is written as "
+    "the @entrypoint's own output, so LangGraph marks the entrypoint as run and the invoke "
+    "that follows executes nothing; its fork spellings are __copy__, invoke(None, C) and "
+    "Command(resume) at C (the -copy, -travel and -command variants)"
+)
+# A SIGKILL after a commit, while the next step runs, is where 'async' and 'exit' lose work.
+LOSSY_WEIGHTS = {"kind:sigkill": 3, "phase:after_commit": 3}
 COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addressed at an older "
                   "checkpoint_id: LangGraph infers the intent from whether the thread moved past "
                   "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
@@ -154,6 +162,9 @@ class LangGraphAdapter(Adapter):
             crash_kinds = {"exception"}
         if o["api"] == "func":
             not_expressible["bad_output"] = NO_SCHEMA
+            if o["fork"] == "update":
+                operations.discard("fork")
+                not_expressible["fork"] = FUNC_UPDATE_FORK
         tamper_hows, tamper_scope = frozenset(TAMPER_HOWS), None
         if o["saver"] == "custom":
             from adapters.storefactory import not_expressible as store_na
@@ -174,9 +185,14 @@ class LangGraphAdapter(Adapter):
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
-            # Truncating the SQLite file damages every thread stored in it.
+            # Truncating the SQLite file damages every thread stored in it; otherwise a fork's
+            # branch lives in its source's LangGraph thread (and, on PostgreSQL and in memory,
+            # shares its channel blobs), so a tamper of one branch reaches the others.  A custom
+            # store says its own reach (its factory's StoreHandle).
             tamper_scope=tamper_scope or (
-                "store" if o.get("tamper") in ("trunchalf", "trunczero") else "thread"),
+                "store" if o.get("tamper") in ("trunchalf", "trunczero") else "lineage"),
+            weights=LOSSY_WEIGHTS if o["durability"] in DURABILITY_LOSSES
+            and "sigkill" in crash_kinds else {},
         )
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
@@ -192,13 +208,14 @@ class LangGraphAdapter(Adapter):
                               else f"{TYPES_DURABILITY} ({mode!r})", scope,
                               after_crash_kinds=killed)
                     for i, category in enumerate(categories)]
-        if o["api"] == "func" and o["fork"] in ("update", "copy", "travel"):
+        if o["api"] == "func" and o["fork"] in ("copy", "travel", "command"):
             out.append(Deviation(
                 "PrefixReplay",
                 f"{TIME_TRAVEL_TESTS}: \"Replay (invoke with checkpoint_id): Re-executes nodes "
                 "after the checkpoint ... Fork (update_state then invoke): Creates a new "
                 "checkpoint without cached pending writes. Nodes re-execute\"",
-                "a fork in the functional API: the @entrypoint is the one node after the gate's "
+                "a fork in the functional API, by any spelling (__copy__, invoke(None, C), "
+                "Command(resume) at C): the @entrypoint is the one node after the gate's "
                 "checkpoint, and the @task results before the gate are cached pending writes "
                 "the fork does not carry, so those tasks run again in the new branch",
                 ops=frozenset({"fork"}),

@@ -15,6 +15,7 @@ from adapters.protocol import (
     Case,
     Durable,
     Fork,
+    HarnessError,
     Recover,
     Resume,
     SideTable,
@@ -30,7 +31,7 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
-from .driver import Driver
+from .driver import Driver, LostTrack
 from .stores import open_store
 
 
@@ -77,7 +78,9 @@ class LangGraphCase(Case):
                 return d.recover(op.thread, hooks)
             if isinstance(op, Fork):
                 return d.fork(op.thread, op.gate, op.value, op.new_thread, hooks)
-            raise TypeError(f"Case.run does not take {op.name!r}")
+            raise HarnessError(f"Case.run does not take {op.name!r}")
+        except LostTrack as exc:
+            raise HarnessError(str(exc)) from exc
         finally:
             self.log.append(f"{op.name}: " + "; ".join(d.calls))
 
@@ -98,7 +101,10 @@ class LangGraphCase(Case):
             result = forge(self.workflow, durable)
             forged = (list(result.done), dict(result.answers))
         self._record_tamper(thread, how, forged)
-        line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+        try:
+            line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+        except LostTrack as exc:
+            raise HarnessError(str(exc)) from exc
         self.log.append(f"tamper: {line}")
 
     def _record_tamper(self, thread: str, how: str, forged) -> None:

@@ -29,6 +29,11 @@ from collections import defaultdict
 
 from . import workflow as wf
 
+
+class LostTrack(Exception):
+    """The driver lost track of a checkpoint or was asked for what it does not do: its own
+    failure, never LangGraph's.  The case reports it as the protocol's ``HarnessError``."""
+
 BRANCH_KEY = "rf_branch"  # configurable key -> checkpoint metadata: the harness thread
 STRICT_RESUME_KEY = "__pregel_strict_resume"  # langgraph/_internal/_constants.py
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -184,9 +189,12 @@ class Driver:
         except Exception:  # the saver could not read the history: what a script's lookup does
             self.record(f"list(graph.get_state_history({self.config_src(self._config(h, lg))}))")
             raise
-        if source is None:
-            raise LookupError(f"no checkpoint of {h!r} has gate {gate} pending")
-        self.table.set(_key(new_h), {"lg": lg, "hint": source})
+        if source is None:  # the harness lost a checkpoint the reference says exists
+            raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} "
+                            "pending in the branch's history")
+        # ``source``: where the branch came from, for its own later forks (a ``__copy__`` fork
+        # checkpoint's parent is the source's parent, not the source: only this records it).
+        self.table.set(_key(new_h), {"lg": lg, "hint": source, "source": source})
         at_source = self._config(new_h, lg, source)
         spelling = self.spec["fork"]
         if spelling in ("update", "copy"):
@@ -203,7 +211,7 @@ class Driver:
             fork_id = forked["configurable"]["checkpoint_id"]
             self.calls.append(f"update_state(<gate checkpoint>, None"
                               f"{', as_node=__copy__' if as_node else ''})")
-            self.table.set(_key(new_h), {"lg": lg, "hint": fork_id})
+            self.table.set(_key(new_h), {"lg": lg, "hint": fork_id, "source": source})
             at_fork = self._config(new_h, lg, fork_id)
             outcome = self._invoke(None, at_fork, "None")
             if outcome == "interrupted":
@@ -219,7 +227,7 @@ class Driver:
                 outcome = self._invoke(_command(resume=value), config, f"Command(resume={value!r})")
             return outcome
         if spelling != "command":
-            raise ValueError(f"unknown fork spelling {spelling!r}")
+            raise LostTrack(f"unknown fork spelling {spelling!r}")
         # A resume addressed at the older checkpoint.
         return self._invoke(_command(resume=value), at_source, f"Command(resume={value!r})")
 
@@ -254,15 +262,18 @@ class Driver:
         return max(ids) if ids else None
 
     def lineage(self, h: str) -> list[str]:
-        """``h``'s tip and its ancestors, newest first."""
+        """``h``'s tip and its ancestors, newest first; for a fork branch, then the checkpoint
+        it was forked from and that one's ancestors (the branch's history as the caller knows
+        it: a ``__copy__`` fork checkpoint's parent is not its source)."""
         info = self._info(h)
         if not info:
             return []
         parents = {r.checkpoint_id: r.parent_id for r in self.store.rows(info["lg"])}
-        out, cid = [], self.tip(h)
-        while cid is not None and cid in parents and cid not in out:
-            out.append(cid)
-            cid = parents[cid]
+        out: list[str] = []
+        for cid in (self.tip(h), info.get("source")):
+            while cid is not None and cid in parents and cid not in out:
+                out.append(cid)
+                cid = parents[cid]
         return out
 
     def gate_checkpoint(self, h: str, gate: int) -> str | None:

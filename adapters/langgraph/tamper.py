@@ -52,7 +52,7 @@ def tamper(driver, h: str, how: str, method: str, forged=None) -> str:
     info = driver.table.get(drv._key(h))
     tip = driver.tip(h)
     if info is None or tip is None:
-        raise LookupError(f"nothing stored for thread {h!r}")
+        raise drv.LostTrack(f"the adapter has no checkpoint of thread {h!r} to tamper with")
     lg = info["lg"]
     if store.kind == "custom":  # bring your own store: only its author's tamper
         return store.tamper(lg, tip, how)
@@ -108,7 +108,7 @@ def write_state(driver, raw, lg: str, cid: str, done: list, answers: dict) -> No
 def truncate_sqlite(store, *, half: bool) -> str:
     """Fold the WAL into the file, then cut the file to half its size or to zero bytes."""
     if store.kind != "sqlite":
-        raise ValueError("truncation applies to the SQLite store only")
+        raise drv.LostTrack("truncation applies to the SQLite store only")
     conn = store.inner.conn
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

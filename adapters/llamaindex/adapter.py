@@ -77,10 +77,14 @@ class LlamaIndexAdapter(Adapter):
             from .core_case import CoreCase
 
             return CoreCase(variant, workflow, Path(workdir))
-        if backend == "server":
+        if backend == "server" and variant.options.get("api") == "private":
             from .server_case import ServerCase
 
             return ServerCase(variant, workflow, Path(workdir))
+        if backend == "server":
+            from .http_case import HttpServerCase
+
+            return HttpServerCase(variant, workflow, Path(workdir))
         if backend == "dbos":
             from .dbos_case import DBOSCase
 

@@ -21,16 +21,22 @@ from __future__ import annotations
 import asyncio
 import json
 
-from adapters.protocol import Case, Fork, Recover, Resume, Start, StateView, Unreadable, Workflow
+from adapters.protocol import (
+    Case,
+    Fork,
+    HarnessError,
+    Recover,
+    Resume,
+    Start,
+    StateView,
+    Unreadable,
+    Workflow,
+)
 
 from . import snapshots, tamper
 from .common import close_loop, copy_side_files, copy_sqlite, failure
 from .build import answer_event, build
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
-
-
-class NothingPending(RuntimeError):
-    """The head snapshot records no question asked: no answer event can be chosen."""
 
 
 class CoreCase(Case):
@@ -66,24 +72,28 @@ class CoreCase(Case):
             return await self._answer(op.new_thread, op.value, hooks)
         if isinstance(op, Recover):
             return await self._recover(op.thread)
-        raise TypeError(f"CoreCase.run does not take {op.name}")
+        raise HarnessError(f"CoreCase.run does not take {op.name}")
 
     async def _answer(self, thread: str, value: str, hooks, gate: int | None = None) -> str:
-        """Answer the question recorded with the head snapshot (``gate``, when the caller names
-        the question it was shown, must be that one)."""
+        """Answer the question recorded with the head snapshot; a caller that names the
+        question it was shown (``gate``, a racer) answers that one, and the restored run decides
+        what an answer to another question does.  LlamaIndex core has no refusal to give: the
+        application answers only a snapshot taken at a question, and on a finished run's final
+        snapshot it makes no call (a no-op, ``completed``)."""
         head = self.store.latest(thread)
         if head is None:
-            raise NothingPending(f"no snapshot stored for {thread!r}")
+            raise HarnessError(f"the application has no snapshot of {thread!r} to answer")
         _, asked, body = head
         snapshot = json.loads(body)  # the docs' spelling: json.loads of the stored text
-        if asked is None:
-            raise NothingPending(f"the head snapshot of {thread!r} was not taken at a question")
-        if gate is not None and gate != asked:
-            raise NothingPending(f"{thread!r} now asks gate {asked}, not gate {gate}")
+        if asked is None and gate is None:
+            if isinstance(snapshot, dict) and snapshot.get("is_running") is False:
+                return "completed"  # nothing asks: the application makes no call
+            raise HarnessError(f"the head snapshot of {thread!r} was not taken at a question: "
+                               "the application has nothing to answer and made no call")
         ctx = self._Context.from_dict(self.wf, snapshot)
         hooks.race_ready()
         handler = self.wf.run(ctx=ctx)
-        handler.ctx.send_event(answer_event(asked, value))
+        handler.ctx.send_event(answer_event(gate if gate is not None else asked, value))
         return await self._drive(thread, handler, asked=None)
 
     async def _recover(self, thread: str) -> str:
@@ -140,7 +150,8 @@ class CoreCase(Case):
                 continue
             if view.pending == gate:
                 return row_id
-        raise LookupError(f"no snapshot of {thread!r} has gate {gate} pending")
+        raise HarnessError(f"the application stored no snapshot of {thread!r} with gate {gate} "
+                           "pending")
 
     # -- reading and altering the store ----------------------------------------------------------
     def query(self, thread: str) -> StateView:
@@ -153,7 +164,7 @@ class CoreCase(Case):
     def tamper(self, thread: str, how: str) -> None:
         head = self.store.latest(thread)
         if head is None:
-            raise LookupError(f"nothing stored for {thread!r}")
+            raise HarnessError(f"the application stored nothing for {thread!r} to tamper with")
         row_id, _, body = head
         if how == "corrupt":
             self.store.overwrite(row_id, tamper.corrupt_text(body))

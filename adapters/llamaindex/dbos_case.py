@@ -25,7 +25,17 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from adapters.protocol import Case, Recover, Resume, Start, StateView, Unreadable, Workflow
+from adapters.protocol import (
+    Case,
+    HarnessError,
+    Recover,
+    Refused,
+    Resume,
+    Start,
+    StateView,
+    Unreadable,
+    Workflow,
+)
 
 from . import tamper
 from .build import RunSlot, answer_event, build
@@ -35,10 +45,6 @@ from .view import decode_state_json
 FILE = "dbos.sqlite"
 STREAM = "published_events"
 POLL = 0.01  # DBOS polls SQLite for messages and stream rows (no LISTEN/NOTIFY there)
-
-
-class FailedRun(RuntimeError):
-    """The DBOS workflow ended in ERROR: llama-agents-dbos offers no way to continue it."""
 
 
 class DBOSCase(Case):
@@ -86,7 +92,7 @@ class DBOSCase(Case):
         if isinstance(op, Resume):
             offset = self._stream_length(op.thread)
             if self._status(op.thread) is None:
-                raise LookupError(f"no DBOS workflow {op.thread!r}")
+                raise HarnessError(f"the adapter finds no DBOS workflow {op.thread!r}")
             gate = op.gate or self._asked(op.thread) or max(self.plan.gates, default=1)
             await self._launch()
             from workflows.handler import WorkflowHandler
@@ -97,7 +103,7 @@ class DBOSCase(Case):
             return await self._follow(op.thread, offset)
         if isinstance(op, Recover):
             return await self._recover(op.thread)
-        raise TypeError(f"DBOSCase.run does not take {op.name}")
+        raise HarnessError(f"DBOSCase.run does not take {op.name}")
 
     async def _recover(self, thread: str) -> str:
         offset = self._stream_length(thread)
@@ -115,7 +121,8 @@ class DBOSCase(Case):
             await DBOS.resume_workflow_async(thread)
             return await self._follow(thread, offset)
         if status != "PENDING":
-            raise FailedRun(f"DBOS workflow {thread!r} is {status}; the runtime cannot continue it")
+            # DBOS answers by status: its own word for the workflow is the refusal.
+            raise Refused(f"DBOS workflow {thread!r} has status {status}")
         if self._paused(thread):
             return "interrupted"
         return await self._follow(thread, offset)
@@ -212,7 +219,7 @@ class DBOSCase(Case):
                     " AND output IS NOT NULL ORDER BY function_id DESC LIMIT 1", (thread,)
                 ).fetchone()
                 if row is None:
-                    raise LookupError(f"no recorded output for {thread!r}")
+                    raise HarnessError(f"the adapter finds no recorded output for {thread!r}")
                 conn.execute(
                     "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ?"
                     " AND function_id = ?", (tamper.corrupt_text(row[1]), thread, row[0]))

@@ -31,12 +31,30 @@ _CORE_OPTS = {
 }
 _SERVER_OPTS = {
     "backend": "server",
+    "api": "http",
     "store": "SqliteWorkflowStore",
-    "resume": "WorkflowServer service send_event (POST /events/{handler_id})",
-    "recover": "new WorkflowServer on the store + start(); a failed handler: run the same "
-    "handler_id again",
-    "resume_grace": "none (RESUME_FRESH_HANDLER_GRACE patched; stock is 30 s)",
+    "process": "the case worker serves server.app with uvicorn on 127.0.0.1 (a SIGKILL kills it)",
+    "resume": "POST /events/{handler_id} (WorkflowClient.send_event)",
+    "recover": "restart the server once the handler is older than the stock 30 s grace; nothing "
+    "stored or a failed handler: POST /workflows/{name}/run-nowait with the handler_id",
+    "resume_grace": "stock (30 s)",
 }
+# The in-process spelling through private attributes, with a patched framework constant: kept as
+# variants of their own, named "-private", so that what they show is never taken for the server's.
+_PRIVATE_OPTS = {
+    **_SERVER_OPTS,
+    "api": "private",
+    "process": "in the case worker, no HTTP",
+    "resume": "PRIVATE WorkflowServer._service.send_event (the code behind POST /events)",
+    "recover": "new WorkflowServer on the store + start(); a failed handler: PRIVATE "
+    "_service.start_workflow with the same handler_id",
+    "resume_grace": "PATCHED: RESUME_FRESH_HANDLER_GRACE = None for recover, unbounded otherwise "
+    "(stock is 30 s)",
+}
+PRIVATE_WORDS = ("PRIVATE API and a PATCHED framework constant (not what a deployment runs): "
+                 "server._service calls in process, RESUME_FRESH_HANDLER_GRACE set by the adapter")
+# recover waits out the server's 30 s resume grace, then follows the resumed run.
+SERVER_OP_TIMEOUT = 120.0
 _DBOS_OPTS = {
     "backend": "dbos",
     "system_database": "SQLite file",
@@ -59,10 +77,17 @@ VARIANTS = (
              "snapshot at each pause and at the end", gate="event", snapshot="idle"),
     _variant("core-event-step", _CORE_OPTS, "core, InputRequiredEvent/HumanResponseEvent steps, "
              "snapshot on every streamed event", gate="event", snapshot="step"),
-    _variant("server-wait", _SERVER_OPTS, "llama-agents-server, SqliteWorkflowStore tick "
-             "journal, ctx.wait_for_event gate", gate="wait"),
-    _variant("server-event", _SERVER_OPTS, "llama-agents-server, SqliteWorkflowStore tick "
-             "journal, InputRequiredEvent/HumanResponseEvent steps", gate="event"),
+    _variant("server-wait", _SERVER_OPTS, "llama-agents-server over HTTP on 127.0.0.1 "
+             "(WorkflowClient), SqliteWorkflowStore tick journal, ctx.wait_for_event gate",
+             gate="wait"),
+    _variant("server-event", _SERVER_OPTS, "llama-agents-server over HTTP on 127.0.0.1 "
+             "(WorkflowClient), SqliteWorkflowStore tick journal, "
+             "InputRequiredEvent/HumanResponseEvent steps", gate="event"),
+    _variant("server-wait-private", _PRIVATE_OPTS, f"{PRIVATE_WORDS}; llama-agents-server, "
+             "SqliteWorkflowStore tick journal, ctx.wait_for_event gate", gate="wait"),
+    _variant("server-event-private", _PRIVATE_OPTS, f"{PRIVATE_WORDS}; llama-agents-server, "
+             "SqliteWorkflowStore tick journal, InputRequiredEvent/HumanResponseEvent steps",
+             gate="event"),
     _variant("dbos-wait", _DBOS_OPTS, "llama-agents-dbos DBOSRuntime on a SQLite system "
              "database, ctx.wait_for_event gate", gate="wait"),
 )
@@ -74,6 +99,7 @@ def capabilities(variant: Variant) -> Capabilities:
         return Capabilities(
             forced_race=True,  # each racer loads the snapshot, then waits, then runs
             intents={"resume": "indistinguishable", "fork": "indistinguishable"},
+            tamper_scope="thread",  # the caller's rows of one thread; a fork copies its snapshot
         )
     no_fork = {
         "server": "llama-agents-server has no API that restarts a handler from a journal prefix "
@@ -90,13 +116,45 @@ def capabilities(variant: Variant) -> Capabilities:
         # DBOS: every racer's launch recovers the waiting run under the shared executor id; 2
         # racers measured stuck until op_timeout each, so keep the race (and its cost) small.
         max_racers=2 if backend == "dbos" else 3,
+        # One database for every handler, but a tamper edits the rows of one run id (its newest
+        # tick, its workflow_state row), and nothing is forked: it reaches that thread alone.
+        tamper_scope="thread",
+        op_timeout=SERVER_OP_TIMEOUT if variant.options.get("api") == "http" else None,
     )
 
 
+HITL_DOC = (
+    "https://developers.llamaindex.ai/python/llamaagents/workflows/human_in_the_loop "
+    "(\"Stopping/Resuming Between Human Responses\": \"You can break out of the event loop and "
+    "resume later. This is useful when you want to pause the workflow to wait for a human "
+    "response asynchronously\"; the context is serialized by the caller with ctx.to_dict() at "
+    "the pause and restored with Context.from_dict); llama-index-workflows 2.26.1 persists "
+    "nothing itself (the context is whatever the caller saves)"
+)
+
+
+def _idle_snapshots() -> tuple[Deviation, ...]:
+    """Core with the documented schedule (a snapshot at each pause and at the end): a crash
+    inside a run loses what that run did since the last pause, as AutoGen's caller-saved state
+    does (adapters/autogen/variants.py)."""
+    scope = (
+        "core-*-idle saves the context only where the human-in-the-loop docs do, at a pause and "
+        "at the end: a crash inside a run loses every task that run completed. Covered: the "
+        "state read after a crashed op is the state saved at the previous pause (a prefix of the "
+        "reference's), and recovery from that snapshot re-executes those tasks, firing their "
+        "effects again. Not covered: any difference outside a crashed run and the recovery "
+        "that follows it."
+    )
+    crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
+    return (Deviation("Replay", HITL_DOC, scope, **crashed),
+            Deviation("StateMismatch", HITL_DOC, scope, **crashed))
+
+
 def deviations(variant: Variant) -> tuple[Deviation, ...]:
+    idle = _idle_snapshots() if variant.options.get("snapshot") == "idle" else ()
     if variant.options["gate"] != "wait":
-        return ()
-    return (
+        return idle
+    return idle + (
         Deviation(
             "PrefixReplay",
             WAIT_DOC,

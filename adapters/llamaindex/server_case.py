@@ -28,7 +28,17 @@ from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
-from adapters.protocol import Case, Recover, Resume, Start, StateView, Unreadable, Workflow
+from adapters.protocol import (
+    Case,
+    HarnessError,
+    Recover,
+    Refused,
+    Resume,
+    Start,
+    StateView,
+    Unreadable,
+    Workflow,
+)
 
 from . import tamper
 from .build import RunSlot, answer_classes, answer_event, build
@@ -61,10 +71,16 @@ class ServerCase(Case):
         import llama_agents.server.server as server_module
         from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 
+        # PATCHED framework constant (this variant says so in its name): read by the
+        # constructor, restored at once so that nothing else in the process sees it.
+        stock = server_module.RESUME_FRESH_HANDLER_GRACE
         server_module.RESUME_FRESH_HANDLER_GRACE = None if recovering else NO_RESUME
-        # A workflow object serves one server: its runtime is locked once launched.
-        self.wf = build(self.plan, self.gate, self.slot)
-        server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
+        try:
+            # A workflow object serves one server: its runtime is locked once launched.
+            self.wf = build(self.plan, self.gate, self.slot)
+            server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
+        finally:
+            server_module.RESUME_FRESH_HANDLER_GRACE = stock
         server.add_workflow(self.name, self.wf, additional_events=answer_classes(self.plan))
         await server.start()
         persistence = server._runtime_core._persistence
@@ -91,7 +107,7 @@ class ServerCase(Case):
             server = await self._server()
             row = self._handler(op.thread)
             if row is None:
-                raise LookupError(f"no handler {op.thread!r}")
+                raise HarnessError(f"the adapter finds no handler {op.thread!r}")
             # The client answers the question its event stream showed last; the journal is
             # left for the server to read (a tampered journal is the server's to refuse).
             gate = op.gate or self._asked(row[0]) or max(self.plan.gates, default=1)
@@ -101,7 +117,7 @@ class ServerCase(Case):
             return await self._follow(server, row[0], after)
         if isinstance(op, Recover):
             return await self._recover(op.thread)
-        raise TypeError(f"ServerCase.run does not take {op.name}")
+        raise HarnessError(f"ServerCase.run does not take {op.name}")
 
     async def _send(self, server, thread: str, event) -> None:
         """``_service.send_event`` (``POST /events/{handler_id}``) with its last step awaited.
@@ -164,10 +180,10 @@ class ServerCase(Case):
         kinds = [k for k, _ in self._events_after(run_id, after)]
         for kind, text in reversed(self._events_after(run_id, after)):
             if kind == "WorkflowFailedEvent":
-                raise failure(RuntimeError(f"the run failed: {text[:300]}"), self.slot)
+                raise failure(Refused(f"the run failed: {text[:300]}"), self.slot)
             if kind in ("StopEvent", "WorkflowIdleEvent"):
                 return "completed" if kind == "StopEvent" else "interrupted"
-        raise RuntimeError(f"run {run_id} left no outcome after event {after}: {kinds}")
+        raise HarnessError(f"run {run_id} left no outcome after event {after}: {kinds}")
 
     def _events_after(self, run_id: str, after: int) -> list[tuple[str, str]]:
         with self._connect() as conn:
@@ -269,7 +285,7 @@ class ServerCase(Case):
     def tamper(self, thread: str, how: str) -> None:
         row = self._handler(thread)
         if row is None:
-            raise LookupError(f"nothing stored for {thread!r}")
+            raise HarnessError(f"the adapter finds nothing stored for {thread!r} to tamper with")
         run_id = row[0]
         with self._connect() as conn:
             if how == "corrupt":  # the journal: the newest tick no longer decodes

@@ -27,6 +27,7 @@ from pathlib import Path
 from adapters.protocol import (
     Case,
     Fork,
+    HarnessError,
     Recover,
     Resume,
     Start,
@@ -41,13 +42,6 @@ from adapters.toolkit.script import thread_label
 from .store import FileStore, MemoryStore, durable_of
 from .workflow_graph import Deps, WfState, build
 
-
-class NothingPending(RuntimeError):
-    """A resume found no unanswered gate to answer (or not the one the caller was shown)."""
-
-
-class NothingToRecover(RuntimeError):
-    """A recover found nothing persisted for the thread."""
 
 
 class PydanticGraphCase(Case):
@@ -76,6 +70,18 @@ class PydanticGraphCase(Case):
             warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
             return asyncio.run(self._run(op, deps))
 
+    def _persistence(self, thread: str, deps: Deps, *, create: bool = False):
+        """The thread's persistence, with the gate's ``task_begins`` where it asks (see
+        ``store.asking``): the unanswered gate node being persisted is the interrupt."""
+        p = self.store.persistence(thread, create=create)
+
+        def on_snapshot(node):
+            if self.built.is_unanswered_gate(node):
+                deps.hooks.task_begins(self.built.task_of(node))
+
+        p.on_snapshot = on_snapshot
+        return p
+
     async def _run(self, op, deps: Deps) -> str:
         if isinstance(op, Start):
             return await self._start(op.thread, deps)
@@ -87,7 +93,7 @@ class PydanticGraphCase(Case):
             return await self._recover(op.thread, deps)
         if isinstance(op, Fork):
             return await self._fork(op, deps)
-        raise TypeError(f"Case.run does not take {op.name!r}")
+        raise HarnessError(f"Case.run does not take {op.name!r}")
 
     # -- the call log (repro scripts): each call as a user writes it, names from repro.py ------
     def _rec(self, source: str) -> None:
@@ -119,8 +125,11 @@ class PydanticGraphCase(Case):
             await run.next()
 
     async def _start(self, thread: str, deps: Deps) -> str:
-        p = self.store.persistence(thread, create=True)
+        p = self._persistence(thread, deps, create=True)
         self._p("p", thread)
+        return await self._fresh_run(p, deps)
+
+    async def _fresh_run(self, p, deps: Deps) -> str:
         first = self.built.node(1)
         if self.built.is_unanswered_gate(first):
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
@@ -130,39 +139,39 @@ class PydanticGraphCase(Case):
         async with self.graph.iter(first, state=WfState(), deps=deps, persistence=p) as run:
             return await self._drive(run)
 
-    def _check_gate(self, node, op: Resume) -> int:
-        task = self.built.task_of(node)
-        if not self.built.is_gate(node):
-            raise NothingPending(f"the next node to run is {node!r}, not a gate")
-        if op.gate is not None and task != op.gate:
-            raise NothingPending(f"the pending gate is {task}, not {op.gate}")
-        return task
-
     async def _resume_ifp(self, op: Resume, deps: Deps) -> str:
-        """``iter_from_persistence``; the answer goes on the restored gate node."""
-        p = self.store.persistence(op.thread)
+        """``iter_from_persistence``; the answer goes on the restored node when it is a gate.
+
+        Nothing else is checked: with nothing to restore the framework refuses
+        (``GraphRuntimeError``); a restored node that is not a gate runs as restored; a gate
+        other than the one a racer was shown gets the answer (pydantic-graph's nodes carry no
+        interrupt identity: declared ``interrupt_identity`` n/a)."""
+        p = self._persistence(op.thread, deps)
         self._p("p", op.thread)
         self._rec("async with graph.iter_from_persistence(p) as run:")
         async with self.graph.iter_from_persistence(p, deps=deps) as run:
-            self._check_gate(run.next_node, op)
-            self._rec(f"    run.next_node.answer = {op.value!r}")
-            run.next_node.answer = op.value
+            if self.built.is_gate(run.next_node):
+                self._rec(f"    run.next_node.answer = {op.value!r}")
+                run.next_node.answer = op.value
             return await self._drive(run)
 
     async def _resume_docs(self, op: Resume, deps: Deps) -> str:
-        """The docs' idiom: ``load_next()``, then a new gate node carrying the answer, run with
-        ``graph.iter`` from the snapshot's state on the same persistence.  The docs' branch for
-        ``load_next() is None`` starts a fresh run (their first invocation); ``start`` is ours,
-        so here that is a refusal."""
-        p = self.store.persistence(op.thread)
+        """The docs' idiom (``question_graph``'s ``main``): ``load_next()``, then a new node
+        carrying the answer, run with ``graph.iter`` from the snapshot's state on the same
+        persistence.  The docs' branch for ``load_next() is None`` starts a fresh run on the
+        same persistence (their first invocation): so does this spelling, as the example's
+        user would (on a finished run that runs the workflow again; it is the documented
+        idiom's doing, and the variant's name says which idiom)."""
+        p = self._persistence(op.thread, deps)
         self._p("p", op.thread)
         self._rec("snapshot = await p.load_next()")
         snapshot = await p.load_next()
-        if snapshot is None:
-            raise NothingPending("load_next() found no snapshot to run")
-        task = self._check_gate(snapshot.node, op)
-        node = self.built.node(task, answer=op.value)
-        self._rec(f"async with graph.iter({self._node(task, op.value)}, state=snapshot.state, "
+        if snapshot is None:  # the example's first invocation: a fresh run, answer unused
+            return await self._fresh_run(p, deps)
+        task = self.built.task_of(snapshot.node)
+        answer = op.value if self.built.is_gate(snapshot.node) else None
+        node = self.built.node(task, answer=answer)
+        self._rec(f"async with graph.iter({self._node(task, answer)}, state=snapshot.state, "
                   "persistence=p) as run:")
         async with self.graph.iter(node, state=snapshot.state, deps=deps, persistence=p) as run:
             return await self._drive(run)
@@ -178,11 +187,12 @@ class PydanticGraphCase(Case):
         return snapshots[-1] if snapshots else None
 
     async def _recover(self, thread: str, deps: Deps) -> str:
-        p = self.store.persistence(thread)
+        p = self._persistence(thread, deps)
         self._p("p", thread)
         last = await self._last(p, thread)
-        if last is None:
-            raise NothingToRecover(f"nothing persisted for {thread!r}")
+        if last is None:  # nothing persisted: the framework answers (GraphRuntimeError)
+            async with self.graph.iter_from_persistence(p, deps=deps) as run:
+                return await self._drive(run)
         waiting = (last.kind == "node" and last.status == "created"
                    and self.built.is_unanswered_gate(last.node))
         if waiting:
@@ -203,9 +213,9 @@ class PydanticGraphCase(Case):
 
     async def _fork(self, op: Fork, deps: Deps) -> str:
         """A new persistence object seeded with the gate checkpoint's state and the answer."""
-        source = self.store.persistence(op.thread)
+        source = self._persistence(op.thread, deps)
         if self.backend == "simple":  # pragma: no cover - declared n/a
-            raise NotImplementedError("SimpleStatePersistence keeps no earlier checkpoint")
+            raise HarnessError("SimpleStatePersistence keeps no earlier checkpoint")
         self._p("source", op.thread)
         self._rec("snapshots = await source.load_all()")
         snapshots = await source.load_all()
@@ -215,8 +225,9 @@ class PydanticGraphCase(Case):
             None,
         )
         if checkpoint is None:
-            raise LookupError(f"no snapshot of {op.thread!r} has gate {op.gate} next")
-        target = self.store.persistence(op.new_thread, create=True)
+            raise HarnessError(f"the adapter found no snapshot of {op.thread!r} with gate "
+                               f"{op.gate} next")
+        target = self._persistence(op.new_thread, deps, create=True)
         self._p("p", op.new_thread)
         self._rec(f"await graph.initialize({self._node(op.gate, op.value)}, p, "
                   f"state=snapshots[{snapshots.index(checkpoint)}].state)")
@@ -235,7 +246,7 @@ class PydanticGraphCase(Case):
         self._rec("<unknown: a tamper is not written as a script yet>")
         if how == "corrupt":
             if self.backend != "file":
-                raise NotImplementedError("an in-memory store has no bytes to corrupt")
+                raise HarnessError("an in-memory store has no bytes to corrupt")
             if self.corrupt_how == "stale_lock":
                 self.store.stale_lock(thread)
             else:
@@ -245,11 +256,11 @@ class PydanticGraphCase(Case):
         elif how == "forged":
             self.store.forge(thread, forge(self.workflow, durable_of(self.store.query(thread))))
         else:
-            raise ValueError(f"unknown tamper {how!r}")
+            raise HarnessError(f"unknown tamper {how!r}")
 
     def clone_store(self, dest: Path) -> None:
         if self.backend != "file":
-            raise NotImplementedError("an in-memory store cannot be copied to another process")
+            raise HarnessError("an in-memory store cannot be copied to another process")
         self.store.clone(Path(dest))
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from adapters.protocol import Durable, SideTable, StateView, Unreadable, Workflow
+from adapters.protocol import Durable, HarnessError, SideTable, StateView, Unreadable, Workflow
 
 from .workflow_graph import Built, WfState, node_json, task_of_json
 
@@ -43,6 +43,37 @@ def durable_of(view: StateView) -> Durable:
     return Durable(tuple(view.done), tuple(view.answers), view.pending)
 
 
+_ASKING: dict = {}
+
+
+def asking(cls):
+    """``cls`` (a persistence class) with one hook: ``on_snapshot(node)`` is called where the
+    framework persists the next node to run (``snapshot_node``: ``GraphRun.next`` after the
+    previous node's ``record_run`` finished, and ``Graph.initialize``), *after* the write.
+
+    pydantic-graph has no interrupt primitive: a gate "asks" when the unanswered gate node is
+    persisted with status ``'created'`` and nothing runs it.  That one write is also the commit
+    of the task before it (a snapshot holds the state *before* its node runs, so the previous
+    task's results first become durable in it).  The case calls the gate's ``task_begins``
+    right after it, where the adapter returns the pause: ``after_commit`` of the previous task
+    fires after its commit, and a ``before_effect`` crash point at a gate fires with the pause
+    already durable (there is no moment between the two in this framework).  A subclass
+    overriding a public method of ``BaseStatePersistence``, as a user's custom persistence
+    would: the framework's own code runs unchanged."""
+    if cls not in _ASKING:
+        class Asking(cls):
+            on_snapshot = None
+
+            async def snapshot_node(self, state, next_node):
+                await super().snapshot_node(state, next_node)
+                if self.on_snapshot is not None:
+                    self.on_snapshot(next_node)
+
+        Asking.__name__ = Asking.__qualname__ = cls.__name__
+        _ASKING[cls] = Asking
+    return _ASKING[cls]
+
+
 class FileStore:
     def __init__(self, workdir: Path, built: Built):
         self.workdir, self.built = Path(workdir), built
@@ -56,7 +87,7 @@ class FileStore:
     def create(self, thread: str) -> Path:
         """Give a new thread its own file (named after it when the name is a safe file name)."""
         if self.table.get(thread) is not None:
-            raise FileExistsError(f"thread {thread!r} already has a store")
+            raise HarnessError(f"thread {thread!r} already has a store")
         safe = thread if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", thread) else uuid.uuid4().hex
         name = f"run-{safe}.json"
         self.table.set(thread, name)
@@ -67,8 +98,8 @@ class FileStore:
 
         path = self.create(thread) if create else self.path(thread)
         if path is None:
-            raise LookupError(f"thread {thread!r} has no persistence file")
-        p = FileStatePersistence(path)
+            raise HarnessError(f"the adapter has no persistence file for thread {thread!r}")
+        p = asking(FileStatePersistence)(path)
         p.set_graph_types(self.built.graph)
         return p
 
@@ -171,12 +202,13 @@ class MemoryStore:
 
         if create:
             if thread in self.threads:
-                raise FileExistsError(f"thread {thread!r} already has a store")
-            p = FullStatePersistence() if self.backend == "full" else SimpleStatePersistence()
+                raise HarnessError(f"thread {thread!r} already has a store")
+            cls = FullStatePersistence if self.backend == "full" else SimpleStatePersistence
+            p = asking(cls)()
             p.set_graph_types(self.built.graph)
             self.threads[thread] = p
         if thread not in self.threads:
-            raise LookupError(f"thread {thread!r} has no persistence object in this process")
+            raise HarnessError(f"the adapter has no persistence object for {thread!r} in this process")
         return self.threads[thread]
 
     def snapshots(self, thread: str) -> list:

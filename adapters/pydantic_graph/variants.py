@@ -63,14 +63,24 @@ def all_variants() -> list[Variant]:
     return out
 
 
+NO_IDENTITY = (
+    "pydantic-graph has no interrupt object: a gate is a node whose answer is unset, and a "
+    "resume sets the answer on whatever node iter_from_persistence / load_next restores "
+    "(graph.py:288-293, file.py:96-104), so a resume cannot name the interrupt it answers"
+)
+
+
 def capabilities(variant: Variant) -> Capabilities:
     backend = variant.options["backend"]
     intents = {"resume": "RETRY", "fork": "FORK"}
     if backend == "file":
-        return Capabilities(forced_race=False, max_racers=3, intents=intents)
+        # One JSON file (and lock file) per thread; a fork initializes a file of its own.
+        return Capabilities(forced_race=False, max_racers=3, intents=intents,
+                            not_expressible={"interrupt_identity": NO_IDENTITY},
+                            tamper_scope="thread")
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
-    not_expressible = {"race": reason, "twin_recover": reason}
+    not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY}
     ops = set(OPERATIONS) - {"race", "twin_recover"}
     if backend == "simple":
         not_expressible["fork"] = (
@@ -84,9 +94,28 @@ def capabilities(variant: Variant) -> Capabilities:
         tamper_hows=frozenset({"invalid", "forged"}),  # no bytes to corrupt: objects only
         not_expressible=not_expressible,
         intents=intents,
+        tamper_scope="thread",  # one persistence object per thread, in this worker
     )
 
 
+DOCS_IDIOM = (
+    "https://ai.pydantic.dev/graph/ (State Persistence, the question graph example "
+    "ai_q_and_a_run.py: \"if snapshot := await persistence.load_next(): state = "
+    "snapshot.state; node = Evaluate(answer) else: state = QuestionState(); node = Ask()\" "
+    "then question_graph.iter(node, state=state, persistence=persistence))"
+)
+
+
 def deviations(variant: Variant) -> list[Deviation]:
-    """None declared: pydantic-graph documents no weaker resume semantics (docs/frameworks)."""
-    return []
+    """Only the docs' resume idiom's own branch: pydantic-graph's API documents no weaker
+    resume semantics (docs/frameworks)."""
+    if variant.options.get("resume") != "docs":
+        return []
+    return [Deviation(
+        "PrefixReplay", DOCS_IDIOM,
+        "resume spelled as the docs' question graph example, on a run whose load_next() finds "
+        "nothing to run (finished, or its next node already loaded by another caller): the "
+        "example's own else-branch starts a fresh run from the first node on the same "
+        "persistence, so completed tasks fire again",
+        ops=frozenset({"resume", "race"}),
+    )]

@@ -61,7 +61,7 @@ FORK_CALLS = {
 
 @pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-graph-sync-head-copy",
                                   "sqlite-graph-sync-head-travel", "sqlite-graph-sync-head-command",
-                                  "sqlite-func-sync-head-travel", "sqlite-func-sync-head-update",
+                                  "sqlite-func-sync-head-travel", "sqlite-func-sync-head-copy",
                                   "sqlite-func-sync-head-command",
                                   "memory-graph-sync-head-update",
                                   "postgres-graph-sync-head-update"])
@@ -86,6 +86,22 @@ def test_a_forked_branch_is_queryable(name, variant, workflow, open_case, ledger
     assert case.query("t0") == before
     driver = case.driver
     assert driver.tip("f1") != driver.tip("t0")
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-graph-sync-head-copy",
+                                  "sqlite-func-sync-head-copy"])
+def test_a_branch_whose_fork_crashed_can_be_forked_again(name, variant, open_case, ledger):
+    """The branch's history includes the checkpoint it was forked from: a ``__copy__`` fork
+    checkpoint's parent is not that source, so the adapter records it (it used to lose it and
+    answer with a LookupError of its own, which is no refusal of LangGraph's)."""
+    case = open_case(variant(name), Workflow(1, {1}, ("a", "b")))
+    assert run_op(case, Start("t0"), 0, ledger)[0] == "interrupted"
+    crash = CrashAt(1, "before_effect", "exception")
+    fork = Fork("t0", gate=1, value="a", new_thread="f1", crash=crash)
+    assert run_op(case, fork, 1, ledger)[0] == "crashed"
+    outcome, rows, _ = run_op(case, Fork("f1", gate=1, value="b", new_thread="f2"), 2, ledger)
+    assert outcome == "completed"
+    assert [(branch, task, value) for branch, task, value in rows] == [("f2", 1, "b")]
 
 
 @pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",

@@ -50,7 +50,8 @@ def test_memory_declares_what_it_cannot_express(adapter):
             assert caps.crash_kinds == frozenset({"exception"})
             assert not caps.forced_race
         else:
-            assert caps.operations == frozenset(OPERATIONS)
+            func_update = v.options["api"] == "func" and v.options["fork"] == "update"
+            assert caps.operations == frozenset(OPERATIONS) - ({"fork"} if func_update else set())
             assert caps.forced_race and caps.crash_kinds == frozenset({"exception", "sigkill"})
         assert caps.bad_output == (v.options["api"] == "graph")
         assert ("bad_output" in caps.not_expressible) == (not caps.bad_output)
@@ -58,6 +59,38 @@ def test_memory_declares_what_it_cannot_express(adapter):
         indistinguishable = caps.intents["fork"] == "indistinguishable"
         assert indistinguishable == (v.options["fork"] == "command")
         assert ("fork_retry_intent" in caps.not_expressible) == indistinguishable
+
+
+def test_the_functional_update_state_fork_is_not_an_idiom(adapter):
+    """update_state(C, None) on an @entrypoint marks it as run: fork is n/a, with the reason."""
+    for v in VARIANTS:
+        caps = adapter.capabilities(v)
+        func_update = v.options["api"] == "func" and v.options["fork"] == "update"
+        assert ("fork" in caps.operations) != func_update
+        assert ("fork" in caps.not_expressible) == func_update
+
+
+def test_every_functional_fork_spelling_cites_the_replay(adapter):
+    for v in VARIANTS:
+        if v.options["api"] != "func" or v.options["fork"] == "update":
+            continue
+        prefix = [d for d in adapter.deviations(v) if d.category == "PrefixReplay"]
+        assert len(prefix) == 1 and prefix[0].ops == frozenset({"fork"}), v.name
+
+
+def test_tamper_reach_is_the_langgraph_thread(adapter):
+    for v in VARIANTS:
+        expected = "store" if v.options["tamper"] in ("trunchalf", "trunczero") else "lineage"
+        assert adapter.capabilities(v).tamper_scope == expected, v.name
+
+
+def test_lossy_durability_draws_sigkill_after_commit_often(adapter):
+    for v in VARIANTS:
+        weights = adapter.capabilities(v).weights
+        lossy = v.options["durability"] in ("async", "exit") and v.options["saver"] != "memory"
+        assert bool(weights) == lossy, v.name
+        if lossy:
+            assert weights["kind:sigkill"] > 1 and weights["phase:after_commit"] > 1
 
 
 def test_deviations_cite_a_source(adapter):

@@ -10,7 +10,11 @@ from fuzz.testing import InProcessCase
 
 WORKFLOW = Workflow(4, {2, 3}, ("a", "b"))
 CORE = ["core-wait-idle", "core-wait-step", "core-event-idle", "core-event-step"]
-SERVER = ["server-wait", "server-event"]
+# The in-process server variants; the HTTP ones (the worker serves uvicorn) have tests of their own
+# (test_llamaindex_http.py): many uvicorn servers on many loops in one pytest process hung a
+# resume there, cause not found (see the issue 13 report).
+SERVER = ["server-wait-private", "server-event-private"]
+HTTP = ["server-wait", "server-event"]
 IN_PROCESS = CORE + SERVER  # DBOS starts threads: it runs in workers only (test_llamaindex_engine)
 
 class Driver(InProcessCase):

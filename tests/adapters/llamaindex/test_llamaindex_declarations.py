@@ -51,12 +51,37 @@ def test_wait_for_event_deviation_cites_the_installed_docstring(adapter):
     cited = " ".join(line.strip() for line in lines[545:548])  # context.py:546-548
     assert "replays the entire step when the event arrives" in " ".join(cited.split())
     for v in adapter.variants():
-        devs = adapter.deviations(v)
+        devs = [d for d in adapter.deviations(v) if d.category == "PrefixReplay"]
         if v.options["gate"] == "wait":
-            assert [d.category for d in devs] == ["PrefixReplay"]
+            assert len(devs) == 1
             assert "context.py:546-548" in devs[0].citation and "Unreachable" in devs[0].scope
         else:
-            assert devs == ()
+            assert devs == []
+
+
+def test_idle_snapshots_are_the_documented_hitl_pattern(adapter):
+    """Core with snapshots at pauses only: what a crash inside a run loses is D, cited to the
+    human-in-the-loop docs and limited to crashed runs; no other variant declares it."""
+    for v in adapter.variants():
+        devs = [d for d in adapter.deviations(v) if d.category in ("Replay", "StateMismatch")]
+        if v.options.get("snapshot") == "idle":
+            assert sorted(d.category for d in devs) == ["Replay", "StateMismatch"]
+            for d in devs:
+                assert "human_in_the_loop" in d.citation
+                assert d.after_crash_kinds == frozenset({"exception", "sigkill"})
+        else:
+            assert devs == []
+
+
+def test_private_server_variants_say_so(adapter):
+    for v in adapter.variants():
+        if v.options["backend"] != "server":
+            continue
+        private = v.options["api"] == "private"
+        assert private == v.name.endswith("-private")
+        assert ("PRIVATE" in v.description) == private
+        caps = adapter.capabilities(v)
+        assert (caps.op_timeout is not None) == (not private)
 
 
 def test_versions_report_the_pins(adapter):
