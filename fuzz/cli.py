@@ -381,6 +381,8 @@ def _replay(args) -> int:
 
 
 def _replay_all(args, paths, replayer, results) -> None:
+    from .replay import summarize
+
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
         statuses = [t.status for t in trials]
