@@ -357,7 +357,6 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     note, stop = "", None
     if getattr(failure, "cut_short", None):
         note = f"shrink cut short ({failure.cut_short}): the best trace so far"
-        trace = _noted(trace, note)
     shrunk = len(trace.operations)  # Hypothesis's shrink
     timing = getattr(failure, "timing", False)
     try:
@@ -370,6 +369,8 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
         stop = exc
         if timing and trace.finding.reproduced is None:
             trace = _noted(trace, f"timing-dependent (not measured: {stop_reason(exc)})")
+    if note:  # after the minimizer, which judges the trace again and writes its own detail
+        trace = _noted(trace, note)
     # Signals act only at the runner's checkpoints, never while a finding is written; a finding
     # is shown (notify) only once its files are.
     try:
@@ -379,9 +380,16 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
             path = corpus.save(trace, options.corpus_dir)
             trace = corpus.load_trace(path)  # an entry found before keeps what it recorded
         # The script is generated, run in fresh interpreters and counted before it is shown.
-        trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path,
-                                                   options.reports_dir,
-                                                   op_timeout=options.op_timeout, save=kept)
+        try:
+            trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path,
+                                                       options.reports_dir,
+                                                       op_timeout=options.op_timeout, save=kept)
+        except CampaignStopped as exc:
+            # Stopped while the script was being checked: the entry is on disk already, so the
+            # finding is kept and shown, with a report that has no checked script (regenerate
+            # it with `resumefuzz report`).
+            stop = stop or exc
+            report_file = report.write(trace, path, None, options.reports_dir)
     except OSError as exc:  # checked writable up front, yet it failed: never lose it
         _spill(trace, exc, result)
         if stop is not None:

@@ -486,6 +486,8 @@ def _minimize(args) -> int:
                     "cached": result.cached, "rejected": result.rejected,
                     "errors": result.errors, "passes": result.passes,
                     "stopped": result.stopped, "seconds": result.seconds})
+    for session in sessions.values():
+        session.close()
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:

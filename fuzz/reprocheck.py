@@ -83,6 +83,7 @@ def record(adapter, variant, trace, op_timeout: float = 30.0) -> tuple:
             seen = len(calls)
     finally:
         runner.close()
+        session.close()  # its temp folder goes with it
     return tuple(out)
 
 

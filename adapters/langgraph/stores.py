@@ -392,7 +392,7 @@ class CustomStore(Store):
 
     def __init__(self, workdir: Path, factory_path: str):
         super().__init__(workdir)
-        from adapters import storefactory
+        storefactory = _resumefuzz("adapters.storefactory")
 
         self.factory = storefactory.load(factory_path)
         self.loop = storefactory.Loop() if self.factory.asynchronous else None
@@ -402,7 +402,7 @@ class CustomStore(Store):
         self.saver = holding_saver(self.inner, tag_metadata=True)
 
     def _call(self, func, *args):
-        from adapters import storefactory
+        storefactory = _resumefuzz("adapters.storefactory")
 
         return storefactory.call(self.loop, func, *args)
 
@@ -435,12 +435,12 @@ class CustomStore(Store):
     def clone(self, dest: Path) -> None:
         if self.handle.clone is None:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no clone")
-        from adapters import storefactory
+        storefactory = _resumefuzz("adapters.storefactory")
 
         self._call(self.handle.clone, storefactory.context(Path(dest), "langgraph"))
 
     def tamper(self, thread_id: str, checkpoint_id: str, how: str) -> str:
-        from adapters.protocol import TamperTarget
+        TamperTarget = _resumefuzz("adapters.protocol").TamperTarget
 
         if self.handle.tamper is None or how not in self.handle.tamper_hows:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no "
@@ -471,3 +471,12 @@ def open_store(kind: str, workdir: Path, factory: str | None = None) -> Store:
     if kind == "custom":
         return CustomStore(Path(workdir), factory)
     return STORES[kind](Path(workdir))
+
+
+def _resumefuzz(module: str):
+    """A resumefuzz module, for a custom store (``--store``) only.  Imported by name: this file
+    is embedded in standalone repro scripts, which must not depend on resumefuzz unless the
+    saver itself comes from a resumefuzz store factory."""
+    import importlib
+
+    return importlib.import_module(module)
