@@ -11,7 +11,9 @@ from fuzz import reprocheck
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "pydantic-graph"
-STUCK = CORPUS / "file-single-resume_docs-recover_ifp" / "Stuck-49bd1e2cc4ce.json"
+# A fixed trace kept beside the test (the corpus copy was re-minimized away): a crash after task
+# 1 completed, then a recovery.
+STUCK = Path(__file__).resolve().parent / "data" / "Stuck-49bd1e2cc4ce.json"
 BAD_OUTPUT = CORPUS / "file-single-resume_docs-recover_ifp" / "InvalidPersist-82f3a3375369.json"
 HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "Deps", "hooks")
 
