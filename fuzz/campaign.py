@@ -360,11 +360,14 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     shrunk = len(trace.operations)  # Hypothesis's shrink
     timing = getattr(failure, "timing", False)
     try:
+        rate = _rate(adapter, trace, options) if timing else None
         if minimizer is not None:
-            rate = _rate(adapter, trace, options) if timing else None
-            trace = minimizer(trace, rate).trace
-        if timing:
-            trace = _measure_timing(adapter, trace, options)
+            shorter = minimizer(trace, rate).trace
+            if shorter is not trace:  # a new trace: its own rate, measured below
+                trace, rate = shorter, _rate(adapter, shorter, options) if timing else None
+        if timing:  # the rate is measured once per trace, never twice for the same one
+            trace = trace.with_(finding=replace(trace.finding,
+                                                reproduced={"k": rate.k, "n": rate.n}))
     except CampaignStopped as exc:  # write the finding first, then stop
         stop = exc
         if timing and trace.finding.reproduced is None:
@@ -441,9 +444,3 @@ def _rate(adapter, trace, options):
             raise
     return Rate(sum(s == "FAILED" for s in statuses), len(statuses))
 
-
-def _measure_timing(adapter, trace, options):
-    """Replay a failure Hypothesis could not reproduce every time ``TRIALS`` times, and record in
-    its finding how often it came back (``reproduced: {"k", "n"}``): a rate, not a verdict."""
-    rate = _rate(adapter, trace, options)
-    return trace.with_(finding=replace(trace.finding, reproduced={"k": rate.k, "n": rate.n}))
