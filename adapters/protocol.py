@@ -17,7 +17,7 @@ Life cycle, and the process each call runs in::
     .deviations(v), .versions()
                                                case = adapter.open(variant, workflow, workdir)
                                                case.run(op, hooks) / case.query(thread) /
-                                               case.tamper(thread, how) / case.clone_store(dst)
+                                               case.tamper(thread, how[, part]) / case.clone_store(dst)
                                                case.close()
 
 A worker may be replaced between any two operations of a case (a ``sigkill`` crash point kills
@@ -44,6 +44,7 @@ from pathlib import Path
 from refmodel import (  # re-exported: the vocabulary of the protocol
     CRASH_KINDS,
     PHASES,
+    FORGE_PART_KINDS,
     TAMPER_HOWS,
     CrashAt,
     Durable,
@@ -53,16 +54,23 @@ from refmodel import (  # re-exported: the vocabulary of the protocol
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     StateView,
     Tamper,
     TwinRecover,
     Workflow,
     forge,
+    forge_parts,
 )
 
 #: Every operation name an adapter may declare (CONTRACT.md section 2).
-OPERATIONS = ("start", "resume", "recover", "fork", "query", "tamper", "race", "twin_recover")
+OPERATIONS = ("start", "resume", "recover", "fork", "query", "tamper", "race", "twin_recover",
+              "stale_resume")
+#: Operations an adapter must opt into (``Capabilities.operations`` leaves them out by default):
+#: ``stale_resume`` was added to the contract after adapters existed, and an adapter whose
+#: ``Case.run`` does not know it must not be sent it.
+OPT_IN = frozenset({"stale_resume"})
 
 
 # =================================================================================================
@@ -95,15 +103,29 @@ class Capabilities:
     ``intents`` declares the fork/retry discriminator (property FI): for each of ``"resume"``
     and ``"fork"``, the intent the spelling carries, ``"RETRY"`` / ``"FORK"``, or
     ``"indistinguishable"`` when the API cannot tell them apart.
+
+    ``stale_handle`` says what a caller holds when it resumes through a *stale handle*
+    (``StaleResume``, CONTRACT §2): the framework's own object or id, obtained while the gate
+    was pending (``"the StateSnapshot.config (checkpoint_id) read while the gate asked"``).
+    A variant expresses ``stale_resume`` only with ``"stale_resume"`` in ``operations`` *and* a
+    ``stale_handle``; otherwise ``not_expressible["stale_resume"]`` says why it cannot.
     """
 
-    operations: frozenset = frozenset(OPERATIONS)
+    operations: frozenset = frozenset(OPERATIONS) - OPT_IN
     crash_kinds: frozenset = frozenset(CRASH_KINDS)
     crash_phases: frozenset = frozenset(PHASES)
     tamper_hows: frozenset = frozenset(TAMPER_HOWS)
+    # The kinds of stored part ``Case.tamper`` can forge on its own (``Tamper.part``): "done"
+    # (the log), "answer" (one gate's answer), "pending" (the pending-gate record).  The engine
+    # draws only these; empty: ``forged`` without a part (``forge``'s default edit), for
+    # adapters written before parts existed.  A kind left out is n/a: say why in
+    # ``not_expressible["forged <kind>"]``.
+    forge_parts: frozenset = frozenset(FORGE_PART_KINDS)
     bad_output: bool = True  # can a task return a value outside the state schema?
     # What a tamper reaches (CONTRACT.md section 3, "What a tamper reaches"): "thread", only
-    # the tampered thread's own stored state; "lineage", every branch that shares its
+    # the tampered thread's latest checkpoint; "history", every checkpoint of the tampered thread
+    # (one file holds its whole history, or the fork spelling can only read its latest state), so
+    # every fork taken from it, but no other branch; "lineage", every branch that shares its
     # framework-level thread or file (a run and all the forks taken from it); "store", the whole
     # store (a truncated database file): every thread in it counts as tampered afterwards.
     tamper_scope: str = "thread"
@@ -116,12 +138,19 @@ class Capabilities:
     # Generator weighting, so that what a variant's properties need is drawn often: relative
     # weights (default 1) of crash kinds and phases, keyed ``"kind:<kind>"`` / ``"phase:<phase>"``
     # (e.g. ``{"kind:sigkill": 3, "phase:after_commit": 3}`` where a durability mode only loses
-    # work to a SIGKILL after a commit).  Weights change what is drawn, never what is allowed.
+    # work to a SIGKILL after a commit), and of operations, ``"op:<name>"`` (only
+    # ``op:stale_resume`` so far: drawn that many times as often when it is enabled).  Weights
+    # change what is drawn, never what is allowed; ``resumefuzz fuzz --weight`` overrides them.
     weights: Mapping[str, float] = field(default_factory=dict)
     # Seconds one operation of this variant may take before it is ``stuck`` (``None``: the
     # engine's ``--op-timeout``).  For operations that legitimately wait on a framework's own
     # timer (a server's grace period), never to make a hung framework look alive.
     op_timeout: float | None = None
+    stale_handle: str = ""
+
+    def expresses(self, op: str) -> bool:
+        """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""
+        return op in self.operations and (op != "stale_resume" or bool(self.stale_handle))
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +297,8 @@ class Case:
     """
 
     def run(self, op: Op, hooks: Hooks) -> str:
-        """Apply one executing operation (``Start``, ``Resume``, ``Recover``, ``Fork``).
+        """Apply one executing operation (``Start``, ``Resume``, ``Recover``, ``Fork``, and
+        ``StaleResume`` where the variant declares it).
 
         Returns ``"interrupted"`` (a gate is pending) or ``"completed"`` (the run finished, or
         the call was a no-op on a finished run).  Let the framework's exception propagate to
@@ -283,6 +313,12 @@ class Case:
         runs a race as k concurrent ``Resume`` ops on k workers sharing this ``workdir``.
         ``Recover`` after a crash re-issues the run's original input where the framework needs
         it (documented per adapter).
+
+        ``StaleResume(thread, gate, value)``: answer ``value`` through the handle the caller
+        obtained while ``gate`` was pending in ``thread`` (``Capabilities.stale_handle``), as a
+        second browser tab or a retried request would, after an earlier op consumed the gate.
+        Make exactly the framework call that handle allows; never check the head yourself (a
+        refusal must be the framework's).  The reference allows a refusal or a no-op.
         """
         raise NotImplementedError
 
@@ -295,12 +331,20 @@ class Case:
         """
         raise NotImplementedError
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         """Alter ``thread``'s latest persisted checkpoint in the store, directly (not via the API).
 
         ``corrupt``: bytes that do not decode.  ``invalid``: decodes, breaks the state schema
         (an answer outside ``workflow.values``, an unknown task).  ``forged``: well-formed and
-        schema-valid, not a state this run produced: write ``forge(workflow, durable)``'s content.
+        schema-valid, not a state this run produced: write ``forge(workflow, durable, part)``'s
+        content, in the framework's own storage format.  ``part`` (``forged`` only; one of
+        ``forge_parts(workflow, durable)``) is the stored part to edit on its own: ``"done"``
+        (the log of completed tasks), ``"answer:<t>"`` (gate ``t``'s answer) or ``"pending"``
+        (the pending-gate record alone, e.g. LangGraph's interrupt write, a pending flag);
+        ``None``: ``forge``'s default edit.  Leave every other part's bytes as they were, so that
+        a store that protects only some parts is caught by an edit of exactly the part it skips.
+        The engine passes ``part`` only when it is set, and only of a kind in
+        ``Capabilities.forge_parts``.
         """
         raise NotImplementedError
 
@@ -434,7 +478,7 @@ def read_calls(workdir: Path) -> list:
 # =================================================================================================
 
 #: What ``StoreHandle.tamper_scope`` may say (the same words as ``Capabilities.tamper_scope``).
-TAMPER_SCOPES = ("thread", "lineage", "store")
+TAMPER_SCOPES = ("thread", "history", "lineage", "store")
 
 
 class StoreFactoryError(ValueError):
@@ -468,12 +512,13 @@ class TamperTarget:
     CrewAI flow id.  ``checkpoint_id``: the stored checkpoint to damage (LangGraph), else None.
     ``how``: one of the handle's ``tamper_hows`` (``corrupt``: bytes the store cannot decode;
     ``invalid``: decodes, breaks the state; ``forged``: a well-formed state the run never
-    produced).
+    produced).  ``part``: for ``forged``, the stored part to edit (``Case.tamper``), or None.
     """
 
     how: str
     thread_id: str
     checkpoint_id: str | None = None
+    part: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -492,7 +537,12 @@ class StoreHandle:
     - ``close()``: release connections (the data stays); ``cleanup()``: delete what the case
       stored outside ``workdir`` (a database, keys); idempotent, called once the case ended;
     - ``shared``: False when processes cannot share the data (an in-memory store): no race,
-      no SIGKILL crash, no twin.
+      no SIGKILL crash, no twin;
+    - ``read()`` (pydantic-graph): the run's stored snapshots as stored, without the
+      framework: a list of snapshot dicts (oldest first, as ``pydantic_graph.persistence``
+      dumps them), or the latest one alone, or None when nothing is stored.  Needed only when
+      the persistence's ``load_all`` raises ``NotImplementedError``; when given, the harness
+      reads the state through it (the content, not what the framework accepts).
 
     An ``async def`` factory builds an asynchronous store (a LangGraph async saver): it is
     awaited on the case's event loop, the graph is driven with ``ainvoke``, and ``clone``,
@@ -507,6 +557,7 @@ class StoreHandle:
     close: Callable[[], None] | None = None
     cleanup: Callable[[], None] | None = None
     shared: bool = True
+    read: Callable[[], object] | None = None
 
 
 # =================================================================================================
@@ -601,6 +652,7 @@ def copy_files(src: Path, dest: Path) -> None:
 
 __all__ = [
     "OPERATIONS",
+    "OPT_IN",
     "Adapter",
     "Capabilities",
     "Case",
@@ -619,10 +671,12 @@ __all__ = [
     "Refused",
     "Resume",
     "SideTable",
+    "StaleResume",
     "Start",
     "StoreContext",
     "StoreFactoryError",
     "StoreHandle",
+    "FORGE_PART_KINDS",
     "TAMPER_SCOPES",
     "TamperTarget",
     "StateView",
@@ -634,6 +688,7 @@ __all__ = [
     "atomic_write_text",
     "copy_files",
     "forge",
+    "forge_parts",
     "installed_versions",
     "read_calls",
     "record_call",

@@ -64,6 +64,7 @@ class Probe:
     tamper_scope: str
     shared: bool
     info: dict
+    read: bool = False
 
 
 def _slug(text: str) -> str:
@@ -163,9 +164,18 @@ class Loop:
         return self.run(result) if inspect.isawaitable(result) else result
 
     def stop(self) -> None:
+        """Stop the loop and its thread, and the default executor's threads (``asyncio_0``...,
+        which a saver's ``run_in_executor`` starts): a process must not keep threads it would
+        later fork from."""
         if self.thread.is_alive():
+            try:
+                self.run(self.loop.shutdown_default_executor())
+            except Exception:  # noqa: BLE001 - a loop already failing: stop it all the same
+                pass
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=10)
+        if not self.thread.is_alive() and not self.loop.is_closed():
+            self.loop.close()
 
 
 async def _await(awaitable):
@@ -220,6 +230,7 @@ def probe(factory: StoreFactory, framework: str, check=None) -> Probe:
                    "clone": handle.clone is not None,
                    "tamper_hows": sorted(handle.tamper_hows) if handle.tamper else [],
                    "tamper_scope": handle.tamper_scope, "shared": bool(handle.shared),
+                   "read": handle.read is not None,
                    "info": info or {}}
             call(loop, handle.close)
             call(loop, handle.cleanup)
@@ -245,7 +256,7 @@ def probe(factory: StoreFactory, framework: str, check=None) -> Probe:
                                 f"{doc['error']}")
     return Probe(store_type=doc["store_type"], clone=doc["clone"],
                  tamper_hows=frozenset(doc["tamper_hows"]), tamper_scope=doc["tamper_scope"],
-                 shared=doc["shared"], info=doc["info"])
+                 shared=doc["shared"], info=doc["info"], read=doc["read"])
 
 
 def not_expressible(factory: StoreFactory, probe_: Probe) -> dict:

@@ -31,7 +31,6 @@ import contextlib
 import fnmatch
 import io
 import json
-import dataclasses
 import statistics
 import subprocess
 import sys
@@ -40,7 +39,7 @@ import time
 from pathlib import Path
 
 from fuzz.cli import main as resumefuzz
-from fuzz.minimize import category_minima
+from fuzz.minimize import category_minima, mechanism_caps
 from fuzz.targets import prepare, resolve, select_variants
 from fuzz.trace import parse_trace
 
@@ -51,17 +50,6 @@ def minima_for(caps) -> dict:
     if repr(caps) not in _MINIMA:
         _MINIMA[repr(caps)] = category_minima(caps)
     return _MINIMA[repr(caps)]
-
-
-def mechanism_caps(caps, ops):
-    """``caps`` narrowed to the kinds of operations ``ops`` use."""
-    crashes = [op.crash for op in ops if getattr(op, "crash", None) is not None]
-    return dataclasses.replace(
-        caps, operations=caps.operations & {op.name for op in ops},
-        crash_kinds=caps.crash_kinds & {c.kind for c in crashes},
-        crash_phases=caps.crash_phases & {c.phase for c in crashes},
-        tamper_hows=caps.tamper_hows & {op.how for op in ops if op.name == "tamper"},
-        bad_output=caps.bad_output and any(getattr(op, "bad_output", None) for op in ops))
 
 
 def original(path: str):

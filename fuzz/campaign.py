@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import Phase, Verbosity, reject
-from hypothesis.errors import Flaky, FlakyFailure
+from hypothesis.control import currently_in_test_context
+from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from adapters.protocol import Adapter, Variant
@@ -42,6 +43,7 @@ from .errors import (
 )
 from .failures import Failure
 from .internal import lifetime
+from .internal.flaky import Best, kept_failure, watched
 from .machine import machine_for
 from .profiles import profile_settings
 from .runner import Session, Settings
@@ -117,6 +119,8 @@ class CampaignOptions:
     # ``time.monotonic()`` by which everything this campaign does must be done (``--max-time``):
     # generation, shrinking, timing replays.  run_campaign sets it from max_time when unset.
     deadline: float | None = None
+    # ``--weight``: generator weights over the variants' ``Capabilities.weights`` (what is drawn).
+    weights: dict = field(default_factory=dict)
 
 
 def run_campaign(adapter: Adapter, variants: list[Variant], options: CampaignOptions,
@@ -178,7 +182,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             result.harness_messages.append(str(exc).splitlines()[0])
         if result.harness_share_exceeded(HARNESS_MIN):
             raise _TooManyHarnessErrors(_too_many(result)) from exc
-        reject()
+        discard_example()
 
     session.on_harness_failure = harness_failed
 
@@ -208,8 +212,9 @@ def _search(adapter, variant, options, session, result, notify, notify_outer, ma
     found: set = set()
     run = 0
     while True:
-        best = _Best()
-        machine = _watched(machine_for(session, observer=notify, suppress=frozenset(found)), best)
+        best = Best()
+        machine = watched(machine_for(session, observer=notify, suppress=frozenset(found),
+                                       weights=options.weights), best)
         overrides = {"verbosity": Verbosity.quiet}
         if not options.shrink:
             overrides["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
@@ -234,14 +239,10 @@ def _search(adapter, variant, options, session, result, notify, notify_outer, ma
                 options.profile, key=f"{adapter.name}/{variant.name}", **overrides))
         except Failure as exc:
             failure = exc
-        except FlakyFailure as exc:
-            failure = next((e for e in exc.exceptions if isinstance(e, Failure)), None)
-            if failure is None:  # e.g. an example rejected on one run and not on the next
+        except Flaky as exc:  # FlakyFailure too: see fuzz/internal/flaky.py
+            failure = kept_failure(exc, best)
+            if failure is None:
                 result.flaky.append(str(exc).splitlines()[0])
-            else:
-                failure.timing = True
-        except Flaky as exc:  # data generation itself differed: nothing to keep
-            result.flaky.append(str(exc).splitlines()[0])
         except _TooManyHarnessErrors as exc:
             result.errors.append(str(exc))
             break
@@ -289,34 +290,6 @@ def stop_reason(exc: CampaignStopped) -> str:
     return type(exc).__name__
 
 
-class _Best:
-    """The smallest failure one run has raised so far: what a shrink cut short keeps.  (Every
-    candidate the shrinker accepts raised a failure and is smaller than the one before.)"""
-
-    def __init__(self):
-        self.failure = None
-
-    def offer(self, failure: Failure) -> None:
-        if self.failure is None or len(failure.history) <= len(self.failure.history):
-            self.failure = failure
-
-
-def _watched(machine, best: _Best):
-    """``machine`` with every failure it raises offered to ``best`` (re-raised unchanged: the
-    traceback still ends on the machine's own raise line, which Hypothesis identifies bugs by)."""
-
-    class Watched(machine):
-        def _check(self, op):
-            try:
-                super()._check(op)
-            except Failure as exc:
-                best.offer(exc)
-                raise
-
-    Watched.__name__ = Watched.__qualname__ = machine.__name__
-    return Watched
-
-
 class _TooManyHarnessErrors(BaseException):
     """Ends a variant's Hypothesis run at once.  A ``BaseException``: Hypothesis would shrink
     (and call flaky) an ``Exception``, and this is no failure of an example."""
@@ -330,6 +303,14 @@ def _too_many(result) -> str:
 TRIALS = 5  # replays that measure how often a failure Hypothesis could not reproduce comes back
 
 
+def discard_example() -> None:
+    """Discard the example a harness failure spoiled.  Inside Hypothesis that is ``reject()``;
+    outside it (the minimizer's candidates) the ``HarnessFailure`` itself goes on to the caller,
+    which drops that candidate: a ``reject()`` there would end the whole campaign."""
+    if currently_in_test_context():
+        reject()
+
+
 def _minimizer(session, options, deadline):
     """The trace-level pass after Hypothesis's shrink (``fuzz.minimize``), within the time box;
     ``None`` when failures are kept as found (``--no-shrink``)."""
@@ -337,8 +318,9 @@ def _minimizer(session, options, deadline):
         return None
     from .minimize import minimize, session_judge
 
+    caps = session.adapter.capabilities(session.variant)
     return lambda trace, rate: minimize(trace, session_judge(session), deadline=deadline,
-                                        rate=rate)
+                                        rate=rate, caps=caps)
 
 
 MINIMIZE = True  # benchmarks switch it off to measure Hypothesis's shrink alone

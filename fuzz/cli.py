@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.protocol import StoreFactoryError
+from adapters.protocol import OPERATIONS, StoreFactoryError
 
 from .errors import Interrupted, ResumefuzzError, UsageError
 
@@ -134,6 +134,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="exit 0 even when something was found (campaign jobs that collect "
                         "findings); usage and environment errors still exit 2")
     p.add_argument("--store", metavar="MOD:FUNC", help="bring your own store: the factory mypkg.mod:function that builds the store (docs/stores.md)")
+    p.add_argument("--weight", action="append", metavar="KEY=N", default=[],
+                   help="draw KEY N times as often (repeatable): op:stale_resume, "
+                        "kind:<exception|sigkill>, phase:<crash phase>; overrides the variant's "
+                        "own weights, never changes what is allowed")
     p.set_defaults(func=_fuzz)
 
     p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
@@ -143,10 +147,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="replay each entry N times and report how often each status came up")
     p.add_argument("--mark-timing", action="store_true",
                    help="with --trials: record in each entry whose recorded status came up in "
-                        "some but not all trials the measured rate (finding.reproduced)")
+                        "some but not all trials the measured rate (finding.reproduced); an "
+                        "entry that already has a rate gets the two pooled (k and n summed)")
     p.add_argument("--update", action="store_true",
                    help="record in each entry the status this replay found (FIXED, FAILED, "
                         "CHANGED), as the nightly run does; ERROR leaves an entry as it was")
+    p.add_argument("--relabel", action="store_true",
+                   help="rewrite each entry that came back CHANGED under the category found now "
+                        "(the most frequent among its trials, with its rate when not every trial "
+                        "showed it): new finding, trace cut at that step, new file name; the old "
+                        "entry and its report are removed (write the new report with `report`)")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.add_argument("--store", metavar="MOD:FUNC",
@@ -162,6 +172,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="write new entries here")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--verify", type=int, default=3, metavar="N",
+                   help="run each new entry's reproduction script N times in a fresh interpreter "
+                        "(default 3, as a campaign does; 0: generate only)")
+    p.add_argument("--store", metavar="MOD:FUNC",
+                   help="the store factory of entries fuzzed with --store (never read from an "
+                        "entry); entries of other factories are left out, and counted")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.set_defaults(func=_minimize)
 
@@ -204,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_matrix)
 
     _add_report_command(sub)
+    _add_dedupe_command(sub)
 
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
@@ -214,6 +231,29 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # -- fuzz ---------------------------------------------------------------------------------------
+
+
+WEIGHT_AXES = {"op": ("stale_resume",), "kind": ("exception", "sigkill"),
+               "phase": ("before_effect", "in_flight", "after_commit")}
+
+
+def _weights(items) -> dict:
+    """``--weight KEY=N`` items as ``Capabilities.weights`` (one-line ``UsageError`` if bad)."""
+    out = {}
+    for item in items:
+        key, _, number = item.partition("=")
+        axis, _, option = key.partition(":")
+        if option not in WEIGHT_AXES.get(axis, ()):
+            known = ", ".join(f"{a}:{o}" for a, opts in WEIGHT_AXES.items() for o in opts)
+            raise UsageError(f"--weight {item}: unknown key {key!r}; expected one of {known}")
+        try:
+            value = float(number)
+        except ValueError:
+            value = 0.0
+        if not value >= 1:
+            raise UsageError(f"--weight {item}: N must be a number >= 1")
+        out[key] = value
+    return out
 
 
 def _fuzz(args) -> int:
@@ -242,7 +282,7 @@ def _fuzz(args) -> int:
         _store_banner(adapter, variants, sys.stderr if args.json else sys.stdout)
     options = CampaignOptions(args.max_examples, args.max_time, args.seed, args.profile,
                               args.op_timeout, *outputs, shrink=not args.no_shrink,
-                              deadline=deadline)
+                              deadline=deadline, weights=_weights(args.weight))
     started = time.monotonic()
     with _Display(args.target, quiet=False, to_stderr=args.json) as display:
         results = run_campaign(adapter, variants, options, observer=display.update)
@@ -391,7 +431,31 @@ def _replay_all(args, paths, replayer, results) -> None:
             _mark_timing(path, statuses)
         if args.update and result.status != "ERROR":
             _record_status(path, result.status, statuses)
+        if args.relabel:
+            _relabel(path, trials, result)
         results.append(result)
+
+
+def _relabel(path, trials, result) -> None:
+    """``replay --relabel``: write the entry again under the category its replays found now
+    (``replay.relabelled``), remove the old entry and its report, and say where it went."""
+    from . import report
+    from .corpus import entry_path
+    from .replay import relabelled
+    from .trace import dump_trace, load_trace
+
+    old = load_trace(path)
+    new = relabelled(old, trials)
+    if new is None:
+        return
+    root = Path(path).parents[2]  # corpus/<target>/<variant>/<entry>.json
+    written = entry_path(new, root)
+    dump_trace(new, written)
+    if written.resolve() != Path(path).resolve():
+        Path(path).unlink()
+        if old.finding is not None:
+            report.report_path(old).unlink(missing_ok=True)
+    result.detail += f" => relabelled {new.finding.category}: {written}"
 
 
 def _print_replays(args, results) -> None:
@@ -419,15 +483,28 @@ def _record_status(path, status: str, statuses) -> None:
 
 def _mark_timing(path, statuses) -> None:
     """Record, in the entry's finding, the rate at which its recorded status came back
-    (``reproduced: {"k", "n"}``): the regression test then replays it in trials."""
+    (``reproduced: {"k", "n"}``), pooled with the rate it already has: the regression test then
+    replays it in trials.  An entry without a rate that came back every time, or never, is left
+    as it is (``--update`` records the latter)."""
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
     recorded = trace.status or "FAILED"
     again = statuses.count(recorded)
-    if 0 < again < len(statuses) and trace.finding is not None:
-        finding = dataclasses.replace(trace.finding, reproduced={"k": again, "n": len(statuses)})
-        dump_trace(trace.with_(finding=finding), path)
+    if trace.finding is None:
+        return
+    before = trace.finding.reproduced
+    if before is not None:
+        # Pooled with what was measured before: a rate from a few replays on a loaded machine
+        # (5 of 6, say) is no better an estimate than this one, and the regression test sizes
+        # its trials by the rate; 0 of N now still counts (the entry stays as timing-dependent).
+        rate = {"k": before["k"] + again, "n": before["n"] + len(statuses)}
+    elif 0 < again < len(statuses):
+        rate = {"k": again, "n": len(statuses)}
+    else:
+        return
+    finding = dataclasses.replace(trace.finding, reproduced=rate)
+    dump_trace(trace.with_(finding=finding), path)
 
 
 # -- minimize -----------------------------------------------------------------------------------
@@ -436,25 +513,52 @@ def _mark_timing(path, statuses) -> None:
 def _minimize(args) -> int:
     from pathlib import Path
 
-    from . import corpus, report
+    from . import corpus, report, reprocheck
     from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
     from .runner import Session, Settings
-    from .targets import prepare, resolve_registered, select_variants
+    from .targets import prepare_store, resolve_registered, select_variants, use_store
     from .trace import load_trace
 
     _positive("--max-time", args.max_time)
     _positive("--op-timeout", args.op_timeout)
+    if args.verify < 0:
+        raise UsageError("--verify must be 0 or more")
     paths = corpus.entries(args.paths)
     traces = [(path, load_trace(path)) for path in paths]  # a bad file stops us before any run
     unfound = [str(p) for p, t in traces if t.finding is None]
     if not paths or unfound:
         raise UsageError(f"nothing to minimize: {', '.join(unfound) or ' '.join(args.paths)}"
                          + (" has no finding" if unfound else " holds no entries"))
+    # An entry fuzzed on a custom store runs only on that factory, which only the command line
+    # names (a corpus file is inert data): a directory of several stores takes one run each.
+    other: dict = {}
+    for path, trace in traces:
+        factory = trace.versions.get("store-factory")
+        if factory != args.store:
+            other[factory] = other.get(factory, 0) + 1
+    traces = [(p, t) for p, t in traces if t.versions.get("store-factory") == args.store]
+    # An entry recorded FIXED no longer diverges: no candidate could keep its finding, so it is
+    # left as the record it is (and counted) instead of being judged in vain.
+    fixed = sum(t.status == "FIXED" for _, t in traces)
+    traces = [(p, t) for p, t in traces if t.status != "FIXED"]
+    if fixed:
+        print(f"minimize: left out {fixed} entries recorded FIXED (nothing diverges to keep)",
+              file=sys.stderr)
+    for factory, count in other.items():
+        print(f"minimize: left out {count} entries fuzzed on "
+              + (f"the store factory {factory} (run again with --store {factory})" if factory
+                 else "the variants' own stores (run again without --store)"), file=sys.stderr)
+    if not traces:
+        where = args.store or "the variants' own stores"
+        raise UsageError(f"nothing to minimize: no entry under {' '.join(args.paths)} ran on "
+                         f"{where}")
     adapters, sessions, out = {}, {}, []
     for path, trace in traces:
         if trace.target not in adapters:
             # A target named by a file must be a registered one: a file never names code to run.
-            adapters[trace.target] = prepare(resolve_registered(trace.target))
+            adapter = resolve_registered(trace.target)
+            use_store(adapter, args.store)
+            adapters[trace.target] = prepare_store(adapter)
         adapter = adapters[trace.target]
         if (trace.target, trace.variant) not in sessions:
             (variant,) = select_variants(adapter, [trace.variant])
@@ -463,7 +567,8 @@ def _minimize(args) -> int:
         session = sessions[trace.target, trace.variant]
         judge = session_judge(session)
         deadline = time.monotonic() + args.max_time if args.max_time else None
-        result = minimize(trace, judge, deadline=deadline, rate=_recorded_rate(trace))
+        result = minimize(trace, judge, deadline=deadline, rate=_recorded_rate(trace),
+                          caps=adapter.capabilities(session.variant))
         new = result.trace
         if new is not trace and timing_dependent(trace):
             goal = (new.finding.category, new.finding.property, new.finding.verdict)
@@ -472,11 +577,13 @@ def _minimize(args) -> int:
                 new.finding, reproduced={"k": rate.k, "n": rate.n}))
         written = str(path)
         if new is not trace:
-            if corpus.entry_path(new, Path(args.corpus)).exists():
-                new = load_trace(corpus.entry_path(new, Path(args.corpus)))  # kept as it was
-            written_path = corpus.save(new, Path(args.corpus))
-            script = adapter.repro_script(session.variant, new.workflow, new.operations)
-            report.write(new, written_path, script, Path(args.reports))
+            written_path = corpus.entry_path(new, Path(args.corpus))
+            if not written_path.exists():  # an entry that is there already is kept as it was
+                corpus.save(new, Path(args.corpus))
+                # Its script is verified as a campaign verifies a new finding's (reprocheck).
+                reprocheck.refresh(adapter, session.variant, new, written_path,
+                                   Path(args.reports), runs=args.verify,
+                                   op_timeout=args.op_timeout)
             written = str(written_path)
             if args.replace and Path(written).resolve() != Path(path).resolve():
                 Path(path).unlink()
@@ -514,6 +621,37 @@ def _recorded_rate(trace):
 # -- report -------------------------------------------------------------------------------------
 
 
+def _add_dedupe_command(sub) -> None:
+    p = sub.add_parser("dedupe", help="list (or remove) corpus entries another entry makes "
+                                      "redundant: same variant, category and mechanism")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="entries or directories "
+                   "(default: corpus/)")
+    p.add_argument("--apply", action="store_true",
+                   help="remove each redundant entry and its report (default: only list them)")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.set_defaults(func=_dedupe)
+
+
+def _dedupe(args) -> int:
+    """One entry per target, variant, category, verdict and mechanism (``corpus.duplicates``):
+    the shortest is kept.  Lists the others; ``--apply`` removes them with their reports."""
+    from pathlib import Path
+
+    from .corpus import duplicates, entries, remove
+
+    for p in args.paths:
+        if not Path(p).exists():
+            raise UsageError(f"{p}: no such file or directory")
+    paths = entries([Path(p) for p in args.paths] or None)
+    pairs = duplicates(paths)  # every file is read (and validated) before anything is removed
+    for redundant, kept in pairs:
+        print(f"{'removed' if args.apply else 'redundant'}: {redundant} (kept {kept})")
+        if args.apply:
+            remove(redundant, Path(args.reports))
+    print(f"{len(pairs)} of {len(paths)} entries {'removed' if args.apply else 'redundant'}")
+    return 0
+
+
 def _add_report_command(sub) -> None:
     p = sub.add_parser("report", help="write a corpus entry's report and reproduction script again")
     p.add_argument("paths", nargs="+", metavar="PATH", help="corpus entries or directories")
@@ -525,6 +663,8 @@ def _add_report_command(sub) -> None:
                    help="the adapter of entries found with a third-party adapter (dotted path)")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print one JSON object per entry")
+    p.add_argument("--store", metavar="MOD:FUNC",
+                   help="the store factory of entries fuzzed with --store (never read from an entry)")
     p.set_defaults(func=_report)
 
 
@@ -535,7 +675,7 @@ def _report(args) -> int:
 
     from . import reprocheck
     from .corpus import entries
-    from .targets import prepare, resolve, resolve_registered, select_variants
+    from .targets import prepare_store, resolve, resolve_registered, select_variants, use_store
     from .trace import load_trace
 
     if args.verify < 0:
@@ -557,9 +697,10 @@ def _report(args) -> int:
             # The user's own --target may be any adapter; a target read from a file must be a
             # registered one (a corpus file never names code to import).
             adapters[name] = resolve(name) if args.target else resolve_registered(name)
+            use_store(adapters[name], args.store)  # before its variants: the store's are named
         jobs.append((path, trace, adapters[name], select_variants(adapters[name], [trace.variant])[0]))
     for adapter in adapters.values():
-        prepare(adapter)
+        prepare_store(adapter)
     for path, trace, adapter, variant in jobs:
         trace, report_file, repro = reprocheck.refresh(
             adapter, variant, trace, path, Path(args.reports), runs=args.verify,
@@ -751,8 +892,9 @@ def _targets(args) -> int:
     if args.json:
         print(json.dumps({"target": args.target, "variants": [{
             "name": v.name, "description": v.description, "options": dict(v.options),
-            "operations": sorted(adapter.capabilities(v).operations),
+            "operations": _expressed(adapter.capabilities(v)),
             "not_expressible": dict(adapter.capabilities(v).not_expressible),
+            "stale_handle": adapter.capabilities(v).stale_handle,
             "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
                            for d in adapter.deviations(v)],
         } for v in adapter.variants()]}, indent=2, ensure_ascii=False))
@@ -760,12 +902,19 @@ def _targets(args) -> int:
     for variant in adapter.variants():
         caps = adapter.capabilities(variant)
         print(f"{variant.name}: {variant.description}")
-        print(f"  operations: {', '.join(sorted(caps.operations))}")
+        print(f"  operations: {', '.join(_expressed(caps))}")
+        if caps.stale_handle:
+            print(f"  stale handle: {caps.stale_handle}")
         for op, why in sorted(caps.not_expressible.items()):
             print(f"  n/a {op}: {why}")
         for d in adapter.deviations(variant):
             print(f"  D {d.category}: {d.scope} ({d.citation})")
     return 0
+
+
+def _expressed(caps) -> list:
+    """The operations a variant expresses (``Capabilities.expresses``), sorted."""
+    return sorted(op for op in OPERATIONS if caps.expresses(op))
 
 
 if __name__ == "__main__":  # pragma: no cover

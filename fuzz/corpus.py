@@ -104,3 +104,55 @@ def replays_for(trace: Trace) -> int:
 
 
 __all__ = ["CORPUS_DIR", "entries", "replays_for", "trials_for", "entry_from_failure", "entry_path", "load_trace", "save"]
+
+
+# -- duplicates ---------------------------------------------------------------------------------
+
+
+def mechanism(trace: Trace) -> tuple:
+    """The kinds of operation a finding goes through: tamper kinds, ``bad_output``, crash kinds,
+    ``race``, ``fork``, ``stale_resume``, ``twin_recover``.  Two entries of one variant and
+    category with the same mechanism show the same defect the same way."""
+    kinds = set()
+    for op in trace.operations:
+        if op.name == "tamper":
+            kinds.add(f"tamper:{op.how}")
+        elif op.name in ("race", "fork", "stale_resume", "twin_recover"):
+            kinds.add(op.name)
+        if getattr(op, "bad_output", None) is not None:
+            kinds.add("bad_output")
+        crash = getattr(op, "crash", None)
+        if crash is not None:
+            kinds.add(f"crash:{crash.kind}")
+    return tuple(sorted(kinds))
+
+
+def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """``(redundant entry, the entry kept)`` pairs: among the failing entries (not FIXED) of one
+    target, variant, category, verdict and mechanism, the one kept is the best witness (one that
+    reproduced every time; then the fewest operations; then a checked reproduction script; then
+    the older), and the others are redundant.  Every campaign writes what it found, so repeated campaigns pile up entries that
+    show one defect the same way: each is replayed by CI and read by a maintainer for nothing."""
+    groups: dict = {}
+    for path in paths:
+        trace = load_trace(path)
+        if trace.finding is None or trace.status == "FIXED":
+            continue
+        key = (trace.target, trace.variant, trace.finding.category, trace.finding.verdict,
+               trace.versions.get("store-factory"), mechanism(trace))
+        script = trace.finding.script or {}
+        rate = trace.finding.reproduced
+        flaky = bool(rate) and rate.get("k") != rate.get("n")
+        rank = (flaky, len(trace.operations), not script.get("checked"), trace.created, str(path))
+        groups.setdefault(key, []).append((rank, path))
+    out = []
+    for members in groups.values():
+        members.sort()
+        out += [(path, members[0][1]) for _, path in members[1:]]
+    return sorted(out)
+
+
+def remove(entry: Path, reports_dir: Path) -> None:
+    """Delete a corpus entry and its report (``<reports>/<target>/<variant>/<name>.md``)."""
+    Path(reports_dir).joinpath(*Path(entry).with_suffix(".md").parts[-3:]).unlink(missing_ok=True)
+    Path(entry).unlink()

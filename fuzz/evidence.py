@@ -51,10 +51,13 @@ class Exercise:
     - EO, LV: a crash point that fired (``<kind>/<phase>``), followed by a ``recover`` or
       ``twin_recover`` of that thread;
     - FD: a ``fork`` of a gate its source thread had consumed already;
-    - CV: a ``tamper`` (by ``how``) followed by an executing op on that thread, and every
-      executing op carrying a ``BadOutput``;
-    - CO: a ``race`` of k racers on an interrupted, untampered thread (``race of k``), and a
-      ``resume`` of a thread that had consumed a gate already (sequential double consume);
+    - CV: a ``tamper`` followed by an executing op on that thread, by ``how`` and, for a
+      ``forged`` one, the part it edited (``tamper:forged/done``, ``tamper:forged/answer``,
+      ``tamper:forged/pending``; ``tamper:forged`` without a part), and every executing op
+      carrying a ``BadOutput``;
+    - CO: a ``race`` of k racers on an interrupted, untampered thread (``race of k``), a
+      ``resume`` of a thread that had consumed a gate already (sequential double consume), and
+      every ``stale_resume`` (``stale-handle resume``: its gate was consumed, by precondition);
     - RD: a ``twin_recover`` of a crashed thread.
     """
 
@@ -92,7 +95,7 @@ class Exercise:
                 if name == "twin_recover":
                     self.counts["RD"]["twin_recover"] += 1
         elif name == "tamper":
-            self._tampered[thread] = getattr(op, "how", "?")
+            self._tampered[thread] = _tamper_kind(op)
         elif name == "fork":
             if self._consumed(before, thread, getattr(op, "gate", None)):
                 self.counts["FD"]["fork of a consumed gate"] += 1
@@ -105,6 +108,8 @@ class Exercise:
             if reached:
                 self.counts["CO"][f"race of {racers}"] += 1
             self._resumed.add(thread)
+        elif name == "stale_resume":
+            self.counts["CO"]["stale-handle resume"] += 1
         elif name == "resume":
             if self._consumed(before, thread, None):
                 self.counts["CO"]["resume after a consume"] += 1
@@ -123,6 +128,13 @@ class Exercise:
 
     def to_json(self) -> dict:
         return {p: dict(sorted(c.items())) for p, c in self.counts.items()}
+
+
+def _tamper_kind(op) -> str:
+    """``corrupt``, ``invalid``, ``forged`` or ``forged/<part>`` (an answer's gate left out: the
+    part is what a store may protect or skip, not which gate)."""
+    how, part = getattr(op, "how", "?"), getattr(op, "part", None)
+    return how if part is None else f"{how}/{part.split(':', 1)[0]}"
 
 
 def merge_exercised(old: dict | None, new: dict | None) -> dict:
@@ -175,13 +187,14 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "exercised": merge_exercised(old.get("exercised"), _exercised(result)),
         "campaigns": old.get("campaigns", 0) + 1,
         "capabilities": {
-            "operations": sorted(caps.operations),
-            "missing": sorted(set(OPERATIONS) - set(caps.operations)),
+            "operations": sorted(op for op in OPERATIONS if caps.expresses(op)),
+            "missing": sorted(op for op in OPERATIONS if not caps.expresses(op)),
             "crash_kinds": sorted(caps.crash_kinds),
             "tamper_hows": sorted(caps.tamper_hows),
             "bad_output": caps.bad_output,
             "forced_race": caps.forced_race,
             "not_expressible": dict(caps.not_expressible),
+            "stale_handle": caps.stale_handle,
             "intents": dict(caps.intents),
         },
         "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}

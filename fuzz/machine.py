@@ -29,11 +29,14 @@ from refmodel import (
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     Tamper,
     TwinRecover,
     Workflow,
     World,
+    forge_parts,
+    part_kind,
 )
 
 from .failures import FAILURES
@@ -51,7 +54,25 @@ def _weighted(caps: Capabilities, axis: str, options) -> st.SearchStrategy:
                             for _ in range(max(1, round(caps.weights.get(f"{axis}:{o}", 1))))])
 
 
-def machine_for(session: Session, *, observer=None, suppress=frozenset()
+def _op_weight(caps: Capabilities, op: str) -> int:
+    """How many rules draw ``op``: its ``caps.weights["op:<op>"]`` (default 1)."""
+    return max(1, round(caps.weights.get(f"op:{op}", 1)))
+
+
+def _rule_copy(body, name: str, ready):
+    """A rule named ``name`` that runs ``body(self, data)`` when ``ready(self)``.
+
+    Hypothesis draws uniformly among the enabled rules, telling them apart by function name, so
+    an operation drawn by k rules of distinct names is drawn k times as often (``op:`` weights).
+    """
+    def again(self, data):
+        body(self, data)
+
+    again.__name__ = again.__qualname__ = name
+    return precondition(ready)(rule(data=st.data())(again))
+
+
+def machine_for(session: Session, *, observer=None, suppress=frozenset(), weights=None
                 ) -> type[RuleBasedStateMachine]:
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
 
@@ -60,9 +81,13 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     before the op) and ``allowed`` (the observations the reference allowed).  ``suppress`` holds
     categories already found: an example with a ✗ of one of them is discarded (``reject``), and a
     D of one of them is not recorded, so that a campaign goes on to find the others instead of
-    re-finding the first (one frequent category masks the rest).
+    re-finding the first (one frequent category masks the rest).  ``weights`` (``--weight``)
+    override the variant's ``Capabilities.weights`` for this campaign: what is drawn, never
+    what is allowed.
     """
     caps: Capabilities = session.adapter.capabilities(session.variant)
+    if weights:
+        caps = replace(caps, weights={**caps.weights, **weights})
     if session.settings.mode == "inprocess":  # no worker to kill, no processes to race
         caps = replace(caps, crash_kinds=caps.crash_kinds - {"sigkill"},
                        operations=caps.operations - {"race"})
@@ -70,7 +95,7 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
     notify = observer or (lambda event, **data: None)
 
     def can(op: str) -> bool:
-        return op in caps.operations
+        return caps.expresses(op)
 
     class DifferentialMachine(RuleBasedStateMachine):
         @initialize(data=st.data())
@@ -168,7 +193,17 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
         def tamper(self, data):
             name = self._threads(data, lambda t: not t.tampered and self._status(t) != "new")
             how = data.draw(st.sampled_from(sorted(caps.tamper_hows)), label="how")
-            self._check(Tamper(name, how=how))
+            self._check(Tamper(name, how=how, part=self._forge_part(data, name, how)))
+
+        def _forge_part(self, data, name, how):
+            """The stored part a ``forged`` tamper edits (``refmodel.forge_parts`` of the thread
+            in the reference world), so that each part is forged on its own: a store that
+            checks all but one part is caught only by an edit of that one."""
+            if how != "forged" or not caps.forge_parts:
+                return None
+            parts = [p for p in forge_parts(self.workflow, self.world.get(name).durable)
+                     if part_kind(p) in caps.forge_parts]
+            return data.draw(st.sampled_from(parts), label="part") if parts else None
 
         @precondition(lambda self: can("race") and self._any(
             lambda t: self._status(t) == "interrupted"))
@@ -188,6 +223,24 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset()
         @rule(data=st.data())
         def twin_recover(self, data):
             self._check(TwinRecover(self._threads(data, lambda t: t.needs_recovery)))
+
+        def _stale_handles(self) -> list:
+            """(thread, gate) of every handle a caller can hold after its gate was consumed."""
+            return [(name, gate) for name, t in self.world.threads for gate, _ in t.gate_checkpoints
+                    if self.model.enabled(self.world, StaleResume(name, gate=gate,
+                                                                  value=self.workflow.values[0]))]
+
+        def _draw_stale_resume(self, data):
+            name, gate = data.draw(st.sampled_from(self._stale_handles()), label="handle")
+            value = data.draw(st.sampled_from(self.workflow.values), label="value")
+            self._check(StaleResume(name, gate=gate, value=value))
+
+        # ``op:stale_resume`` weight k: k rules of distinct names (see ``_rule_copy``).
+        for _k in range(_op_weight(caps, "stale_resume")):
+            locals()["stale_resume" + (f"_{_k}" if _k else "")] = _rule_copy(
+                _draw_stale_resume, "stale_resume" + (f"_{_k}" if _k else ""),
+                lambda self: can("stale_resume") and bool(self._stale_handles()))
+        del _k
 
         # -- the comparison -------------------------------------------------------------------
         def _check(self, op):

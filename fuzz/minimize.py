@@ -49,15 +49,18 @@ from refmodel import (
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     Tamper,
     TwinRecover,
     Workflow,
     World,
+    candidate_ops,
+    classify,
     shortest_exposure,
 )
 
-from .errors import EngineError
+from .errors import EngineError, HarnessFailure
 from .trace import Finding, Trace
 
 TRIALS = 5  # runs that measure a timing-dependent candidate (campaign.TRIALS for the original)
@@ -98,8 +101,8 @@ def _judge(session, candidate: Trace) -> Judgement | None:
     try:
         verdict = judge_trace(session.case, candidate.workflow, candidate.operations,
                               adapter.capabilities(variant), list(adapter.deviations(variant)))
-    except InvalidOperation:
-        return None
+    except (InvalidOperation, HarnessFailure):
+        return None  # not well formed on this branch, or the adapter failed: not a candidate
     if verdict.verdict is None:
         return None
     i, divergence = verdict.first_divergence_index, verdict.divergence
@@ -173,7 +176,7 @@ def _op_cost(op, workflow: Workflow) -> int:
     if isinstance(op, Race):
         cost += 2 * len(op.values) + (not op.forced) + len(set(op.values)) - 1
         cost += sum(rank.get(v, 0) for v in op.values)
-    if isinstance(op, Resume):
+    if isinstance(op, Resume | StaleResume):
         cost += rank.get(op.value, 0)
     return cost
 
@@ -236,7 +239,7 @@ def expressible(caps) -> Callable:
     """The operations a variant can express (its ``Capabilities``): explore's ``admit``."""
 
     def admit(op) -> bool:
-        if op.name not in caps.operations:
+        if not caps.expresses(op.name):
             return False
         crash = getattr(op, "crash", None)
         if crash is not None and (crash.kind not in caps.crash_kinds
@@ -244,11 +247,26 @@ def expressible(caps) -> Callable:
             return False
         if getattr(op, "bad_output", None) is not None and not caps.bad_output:
             return False
-        if isinstance(op, Tamper) and op.how not in caps.tamper_hows:
+        if isinstance(op, Tamper) and (op.how not in caps.tamper_hows or (
+                op.part is not None and op.part.split(":", 1)[0] not in caps.forge_parts)):
             return False
         return not isinstance(op, Race) or len(op.values) <= caps.max_racers
 
     return admit
+
+
+def mechanism_caps(caps, ops):
+    """``caps`` narrowed to the kinds of operations ``ops`` use: their names, crash kinds and
+    phases, tamper kinds, BadOutput or not.  A finding that goes through a forged checkpoint is
+    another defect than one that goes through a task's bad output, even in the same category:
+    its shortest exposure is the shortest one through a forged checkpoint."""
+    crashes = [op.crash for op in ops if getattr(op, "crash", None) is not None]
+    return replace(
+        caps, operations=caps.operations & {op.name for op in ops},
+        crash_kinds=caps.crash_kinds & {c.kind for c in crashes},
+        crash_phases=caps.crash_phases & {c.phase for c in crashes},
+        tamper_hows=caps.tamper_hows & {op.how for op in ops if isinstance(op, Tamper)},
+        bad_output=caps.bad_output and any(getattr(op, "bad_output", None) for op in ops))
 
 
 # Small workflows the machine also draws: a category's minimum is the least over these.
@@ -365,7 +383,7 @@ def _simpler_op(op, workflow) -> Iterator:
             yield replace(op, forced=True)
         if len(set(op.values)) > 1 or op.values[0] != workflow.values[0]:
             yield replace(op, values=(workflow.values[0],) * len(op.values))
-    if isinstance(op, Resume) and op.value != workflow.values[0]:
+    if isinstance(op, Resume | StaleResume) and op.value != workflow.values[0]:
         yield replace(op, value=workflow.values[0])
 
 
@@ -423,6 +441,87 @@ def reshape_workflow(workflow, ops) -> Iterator[Candidate]:
             yield shape, fewer
 
 
+EXPOSURE_DEPTH = 3  # the longest exposure ``known_exposures`` proposes (explore's default depth)
+EXPOSURES_PER_LENGTH = 24  # candidates of one length, the simplest first: each is a target run
+
+
+_EXPOSURES: dict = {}  # (workflow, category, length, repr(caps)) -> exposures: pure, so cached
+
+
+def exposures(workflow: Workflow, category: str, length: int, caps=None) -> tuple:
+    """Traces of exactly ``length`` operations on ``workflow`` after which the ``category``
+    mutant's model diverges from the reference with that category: explore's search, keeping
+    every divergent last step from every world pair reached (one path per pair), not only the
+    first.  ``caps`` narrows the operations to what a variant can express (``expressible``)."""
+    key = (workflow, category, length, repr(caps))
+    if key not in _EXPOSURES:
+        _EXPOSURES[key] = _exposures(workflow, category, length,
+                                     expressible(caps) if caps is not None else None)
+    return _EXPOSURES[key]
+
+
+def _exposures(workflow, category, length, admit) -> tuple:
+    reference, target = Model(workflow), Model(workflow, category)
+    layer: dict = {(World(), World()): ()}
+    seen = set(layer)
+    for depth in range(1, length + 1):
+        nxt: dict = {}
+        found = []
+        for (ref_world, target_world), path in layer.items():
+            for op in candidate_ops(reference, ref_world, admit=admit):
+                try:
+                    observed, target_after = target.step(target_world, op)[0]
+                except InvalidOperation:
+                    continue
+                allowed = reference.step(ref_world, op)
+                divergence = classify(reference, ref_world, op, [o for o, _ in allowed],
+                                      observed)
+                if divergence is not None:
+                    if depth == length and divergence.category == category:
+                        found.append(path + (op,))
+                    continue  # a trace ends at its first divergence
+                if depth < length:
+                    pair = (next(w for o, w in allowed if o.same_as(observed)), target_after)
+                    if pair not in seen:
+                        seen.add(pair)
+                        nxt[pair] = path + (op,)
+        layer = nxt
+    return tuple(found)
+
+
+def known_exposures(category: str, caps, timed: bool) -> Callable:
+    """The pass that tries the category's own short exposures on the target: what explore finds
+    shows the category on the mutant's model in fewer operations than the trace may have, by
+    a route no dropping or merging reaches (a BadOutput moved from a resume to the start of a
+    gateless workflow, a race on the first run instead of on a fork).  A candidate is kept, as
+    every other, only when the target diverges with the same category, property and verdict.
+
+    Free races become forced where the store can force them; otherwise they are proposed only
+    for a timing-dependent finding (judged by rate), never judged once.
+    """
+    def fixed(ops):
+        if not any(isinstance(op, Race) and not op.forced for op in ops):
+            return ops
+        if caps.forced_race:
+            return tuple(replace(op, forced=True) if isinstance(op, Race) else op for op in ops)
+        return ops if timed else None
+
+    def known_exposures(workflow, ops) -> Iterator[Candidate]:
+        shapes = [workflow] + [Workflow(w.n, w.gates, workflow.values) for w in MINIMA_WORKFLOWS]
+        shapes = list(dict.fromkeys(shapes))
+        for length in range(1, min(len(ops) - 1, EXPOSURE_DEPTH) + 1):
+            proposed = []
+            for shape in shapes:
+                for found in exposures(shape, category, length, caps):
+                    found = fixed(found)
+                    if found is not None:
+                        proposed.append((shape, found))
+            proposed.sort(key=lambda c: size(*c))
+            yield from proposed[:EXPOSURES_PER_LENGTH]
+
+    return known_exposures
+
+
 PASSES: tuple = (drop_thread, drop_idle, drop_blocks, merge_threads, simplify_ops,
                  shrink_workflow, reshape_workflow, rename_threads)
 
@@ -451,11 +550,15 @@ class Minimized:
 
 def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
              deadline: float | None = None, rate: Rate | None = None,
-             passes=PASSES) -> Minimized:
+             passes=PASSES, caps=None) -> Minimized:
     """Minimize ``trace`` (which has a ``finding``) on the target ``judge`` runs.
 
     ``rate``: the measured rate of a timing-dependent finding; when it is ``None`` and the trace
     is timing-dependent (``timing_dependent``), the original is measured first (``TRIALS`` runs).
+    ``caps``: the target variant's ``Capabilities``; given, the ``known_exposures`` pass runs
+    after ``drop_blocks``: the category's own short exposures, restricted to the operations the
+    variant can express and the original trace uses (``mechanism_caps``), so that a finding is
+    never traded for another defect of the same category.
     """
     started = time.monotonic()
     goal = (trace.finding.category, trace.finding.property or CATEGORY_INFO[
@@ -469,6 +572,10 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
             result.seconds = round(time.monotonic() - started, 2)
             return result
     cache: dict = {key_of(trace.workflow, trace.operations): "original"}
+    if caps is not None and goal[0] in MUTANTS and drop_blocks in passes:
+        at = passes.index(drop_blocks) + 1
+        passes = passes[:at] + (known_exposures(
+            goal[0], mechanism_caps(caps, trace.operations), timed),) + passes[at:]
 
     def attempt(workflow, ops) -> Judgement | None:
         key = key_of(workflow, ops)

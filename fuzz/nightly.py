@@ -7,7 +7,10 @@
    ``corpus.replays_for`` trials, unchanged while its status comes up in any).  An entry whose
    status differs from the one it recorded is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it now
    diverges differently) and its recorded status is updated, so the change shows up as a diff.
-3. The matrix is rendered (Markdown and HTML) from the evidence and the corpus.
+3. Redundant entries are removed with their reports (``corpus.duplicates``: one failing entry
+   per variant, category, verdict and mechanism), so that nightly campaigns that find a known
+   defect again do not pile up entries that CI replays and maintainers read for nothing.
+4. The matrix is rendered (Markdown and HTML) from the evidence and the corpus.
 
 Targets that are not installed here are reported, counted, and skipped: the nightly workflow
 runs one job per framework, each in its own environment.
@@ -56,6 +59,7 @@ class NightlySummary:
     unavailable: dict = field(default_factory=dict)  # target -> why
     replays: list = field(default_factory=list)  # ReplayResult.to_json()
     changed: list = field(default_factory=list)  # entries whose status changed
+    deduped: list = field(default_factory=list)  # [redundant entry, the entry kept]
     matrix: list = field(default_factory=list)
     seconds: float = 0.0
 
@@ -83,6 +87,7 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
         summary.campaigns = _run_jobs(adapters, jobs, budget, options, log)
     if lifetime.stop_signal() is None:  # a stopped run renders what it has, replays nothing
         _replay_corpus(adapters, options, summary, log)
+        _dedupe(options, summary, log)
     rows = matrix.build(None, options.results_dir, options.corpus_dir, options.reports_dir)
     base = Path(options.matrix_base)
     base.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +100,15 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
         summary.matrix.append(str(out))
     summary.seconds = round(time.monotonic() - started, 2)
     return summary
+
+
+def _dedupe(options: NightlyOptions, summary: NightlySummary, log) -> None:
+    """Remove the entries another entry makes redundant, with their reports (step 3)."""
+    paths = corpus.entries(None, options.corpus_dir)
+    for redundant, kept in corpus.duplicates(paths):
+        corpus.remove(redundant, options.reports_dir)
+        summary.deduped.append([str(redundant), str(kept)])
+        log(f"redundant, removed: {redundant} (kept {kept})")
 
 
 def _campaign(adapter, variant, budget, options: NightlyOptions) -> dict:

@@ -5,7 +5,9 @@
 - ``FAILED``: the first divergence has the entry's category still;
 - ``CHANGED``: a divergence of another category;
 - ``ERROR``: the entry could not be replayed (malformed file, unknown target or variant, a
-  framework that is not installed, an operation the model does not admit); the reason says which.
+  framework that is not installed, an operation the model does not admit, or one the variant
+  now declares n/a: an entry recorded before that declaration tests an idiom the framework does
+  not have, and is not run); the reason says which.
 
 Replay drives the same worker, barrier and ledger machinery as a campaign, and judges with the
 campaign's own comparison step (``judge.judge_trace``): the adapter's tamper reach and documented
@@ -47,10 +49,16 @@ class ReplayResult:
     category: str | None  # the category found now (None when nothing diverged)
     detail: str
     verdict: str | None = None  # "✗" or "D" for the divergence found now
+    # The index of the operation that diverged now (0-based, as ``finding.step``), or None: a
+    # replay that diverged before the recorded step never reached the recorded finding.
+    step: int | None = None
     rates: dict = field(default_factory=dict)  # status -> trials with it (``summarize``)
+    # The whole judgement of this replay (``judge.TraceVerdict``; None when it could not run):
+    # what ``relabelled`` rewrites a CHANGED entry from.  Not part of the JSON output.
+    judged: object = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "judged"}
 
 
 STATUSES = ("FAILED", "CHANGED", "FIXED", "ERROR")
@@ -108,19 +116,86 @@ class Replayer:
         # The campaign's own comparison step: the same tamper reach, the same deviations, and
         # the target's allowed branch followed exactly as the machine follows it.
         adapter, variant = session.adapter, session.variant
+        caps = adapter.capabilities(variant)
+        for i, op in enumerate(trace.operations):
+            why = inexpressible(op, caps)
+            if why:
+                return ReplayResult(str(path), "ERROR", recorded, None,
+                                    f"step {i + 1} ({op.name}) is n/a on this variant: {why}")
         verdict = judge_trace(session.case, trace.workflow, trace.operations,
-                              adapter.capabilities(variant), list(adapter.deviations(variant)))
+                              caps, list(adapter.deviations(variant)))
         divergence = verdict.divergence
         if divergence is None:
             return ReplayResult(str(path), "FIXED", recorded, None,
-                                f"all {len(trace.operations)} operations match the reference")
+                                f"all {len(trace.operations)} operations match the reference",
+                                judged=verdict)
         status = "FAILED" if divergence.category == recorded else "CHANGED"
         op = trace.operations[verdict.first_divergence_index]
         detail = f"step {verdict.first_divergence_index + 1} ({op.name}): {divergence.detail}"
         if verdict.verdict == "D":
             detail += f" [D: {verdict.citation}]"
         return ReplayResult(str(path), status, recorded, divergence.category, detail,
-                            verdict=verdict.verdict)
+                            verdict=verdict.verdict, step=verdict.first_divergence_index,
+                            judged=verdict)
+
+
+def relabelled(trace, trials: list[ReplayResult]):
+    """The entry re-judged under the category its replays find now (``replay --relabel``), or
+    ``None`` when no trial came back CHANGED.
+
+    The category is the one most trials changed to (a tie: the first seen).  The new entry keeps
+    the operations up to that divergence, records what the target observed and the reference's
+    canonical outcome for each, the new finding (its rate ``reproduced`` when not every trial
+    showed it), status ``FAILED``, and a fingerprint of its own; its reproduction script is gone
+    (the old one checked the old finding: ``resumefuzz report`` writes a new one).
+    """
+    from collections import Counter
+
+    from refmodel import CATEGORY_INFO
+
+    from .corpus import fingerprint
+    from .trace import Finding
+
+    changed = [t for t in trials if t.status == "CHANGED" and t.judged is not None]
+    if not changed:
+        return None
+    counts = Counter(t.category for t in changed)
+    category = max(counts, key=lambda c: counts[c])  # first seen among equals
+    judged = next(t for t in changed if t.category == category).judged
+    i, k, n = judged.first_divergence_index, counts[category], len(trials)
+    finding = Finding(category, CATEGORY_INFO[category].breaks, i, judged.divergence.detail,
+                      judged.verdict, judged.citation,
+                      reproduced=None if k == n else {"k": k, "n": n})
+    new = trace.with_(operations=tuple(trace.operations[: i + 1]),
+                      observations=tuple(judged.observations[: i + 1]),
+                      expected=tuple(a[0] for a in judged.expected[: i + 1]),
+                      finding=finding, status="FAILED")
+    return new.with_(fingerprint=fingerprint(category, new))
+
+
+def inexpressible(op, caps) -> str | None:
+    """Why ``caps`` cannot express ``op`` (the variant's declared n/a reason), or None.
+
+    The machine never draws such an op; a corpus entry can hold one when it was recorded before
+    the adapter declared the idiom n/a (LangGraph's functional ``update_state`` fork).  Judging it
+    would blame the framework for what the harness did, so replay refuses it with the reason.
+    """
+    if op.name not in caps.operations:
+        return caps.not_expressible.get(op.name, f"the variant has no {op.name!r} operation")
+    crash = getattr(op, "crash", None)
+    if crash is not None and (crash.kind not in caps.crash_kinds
+                              or crash.phase not in caps.crash_phases):
+        return f"crash point {crash.kind}@{crash.phase} is not among the variant's crash points"
+    if getattr(op, "bad_output", None) is not None and not caps.bad_output:
+        return caps.not_expressible.get("bad_output", "the variant has no BadOutput")
+    how = getattr(op, "how", None)
+    if op.name == "tamper" and how not in caps.tamper_hows:
+        return caps.not_expressible.get(f"tamper:{how}", f"tamper {how!r} is not expressible")
+    part = getattr(op, "part", None)
+    if part and part.split(":")[0] not in getattr(caps, "forge_parts", frozenset()):
+        return caps.not_expressible.get(f"forged {part.split(':')[0]}",
+                                        f"a forged {part!r} part is not expressible")
+    return None
 
 
 def summarize(trials: list[ReplayResult]) -> ReplayResult:

@@ -109,6 +109,14 @@ def _banners(trace: Trace, repro) -> list:
     return [f"> {b}" for b in out] + ([""] if out else [])
 
 
+def _note(f) -> list:
+    """The entry's note (``finding.note``) first: for an Unclassified entry, why no category fits."""
+    if not f.note:
+        return []
+    head = "Why no category fits" if f.category == "Unclassified" else "Note"
+    return [f"> **{head}**: {f.note}", ""]
+
+
 def _selftest(trace: Trace) -> bool:
     return trace.target == "reference" or trace.target.startswith("mutant:")
 
@@ -134,7 +142,8 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
     semantics = _semantics_link(path)
     allowed = list(allowed or [])
     rate = getattr(repro, "reproduces", None)
-    lines = [f"# {f.category} in {trace.target} [{trace.variant}]", "", *_banners(trace, repro)]
+    lines = [f"# {f.category} in {trace.target} [{trace.variant}]", "", *_note(f),
+             *_banners(trace, repro)]
     lines += [
         f"- **Category**: `{f.category}` (switch {info.paper_switch} of the paper's TLA+ model)",
         f"- **Property broken**: {f.property}"

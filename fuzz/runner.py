@@ -20,7 +20,6 @@ deadline cuts short raises ``OutOfTime``, never ``stuck``, since it did not get 
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import threading
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import multiprocess
+from multiprocess import connection
 
 from adapters.protocol import Adapter, Variant
 from refmodel import Fork, Observation, Op, Query, Race, StateView, TwinRecover, Workflow
@@ -145,6 +145,8 @@ class _Worker:
         self.process = _start(ctx, _serve, child_conn, session.adapter, session.variant, workflow,
                               workdir, ledger_path, ctx is not _ctx)
         child_conn.close()
+        self.pid = self.process.pid
+        self.exitcode = None  # set once killed: the process object is released then
 
     def call(self, message, timeout: float):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
@@ -165,7 +167,9 @@ class _Worker:
                 self.kill()
                 return ("timeout", None)
             lifetime.checkpoint()  # SIGINT/SIGTERM: stop here, the caller's cleanup kills us
-            ready, _, _ = select.select([self.conn, sentinel], [], [], min(remaining, _POLL))
+            # connection.wait polls (selectors): no FD_SETSIZE limit, unlike select.select,
+            # which fails once a long campaign's descriptors pass 1024.
+            ready = connection.wait([self.conn, sentinel], min(remaining, _POLL))
             if self.conn in ready:
                 try:
                     message = self.conn.recv()
@@ -181,13 +185,17 @@ class _Worker:
                 return ("died", None)
 
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.exitcode is None and self.process.is_alive()
 
     def kill(self) -> None:
-        if self.process.pid and self.process.is_alive():
-            os.kill(self.process.pid, signal.SIGKILL)
+        if self.exitcode is not None:
+            return  # killed and released already
+        if self.process.is_alive():
+            os.kill(self.pid, signal.SIGKILL)
         self.process.join(5)
         self.conn.close()
+        self.exitcode = self.process.exitcode
+        _release(self.process)
 
     def stop(self, timeout: float) -> None:
         if self.alive():
@@ -202,8 +210,12 @@ class _Worker:
 class _LocalWorker:
     """The ``inprocess`` mode's stand-in for a worker: same commands, run in this process."""
 
-    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
-        self.ledger = Ledger(ledger_path)
+    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path,
+                 ledger: Ledger | None = None):
+        # One process, one ledger: the case runner's own connection when it lends it (opening
+        # and closing a second one cost ~25 ms a case, a tenth of a short case's time).
+        self._own_ledger = ledger is None
+        self.ledger = Ledger(ledger_path) if ledger is None else ledger
         self.case = session.adapter.open(session.variant, workflow, Path(workdir))
         self.roots = roots_of(session.adapter)
         self._open = True
@@ -221,7 +233,8 @@ class _LocalWorker:
         if self._open:
             self._open = False
             self.case.close()
-            self.ledger.close()
+            if self._own_ledger:
+                self.ledger.close()
 
     kill = stop
 
@@ -246,10 +259,11 @@ class CaseRunner:
 
     def _worker(self, workdir: Path | None = None) -> _Worker:
         make = _LocalWorker if self.session.settings.mode == "inprocess" else _Worker
+        lend = {"ledger": self.ledger} if make is _LocalWorker else {}
         if workdir is not None:
-            return make(self.session, self.workflow, workdir, self.ledger_path)
+            return make(self.session, self.workflow, workdir, self.ledger_path, **lend)
         if self.worker is None or not self.worker.alive():
-            self.worker = make(self.session, self.workflow, self.workdir, self.ledger_path)
+            self.worker = make(self.session, self.workflow, self.workdir, self.ledger_path, **lend)
         return self.worker
 
     # -- the operations -----------------------------------------------------------------------
@@ -283,7 +297,7 @@ class CaseRunner:
                 return Observation("rejected", self._effects(), state, error=error)
             return Observation("ok", self._effects(), state)
         elif op.name == "tamper":
-            self._command(self._worker(), m.TamperCommand(op.thread, op.how), op)
+            self._command(self._worker(), m.TamperCommand(op.thread, op.how, op.part), op)
             ended = m.RacerOutcome(0, "ok")
         else:  # pragma: no cover - op_from_json only makes the types above
             raise EngineError(f"unknown operation {op!r}")
@@ -331,11 +345,11 @@ class CaseRunner:
 
     def _last_words(self, worker) -> str:
         """The tail of what a worker that died printed (its traceback, usually)."""
-        process = getattr(worker, "process", None)
-        if process is None or not process.pid:
+        pid = getattr(worker, "pid", None)
+        if not pid:
             return ""
         try:
-            data = _output_path(self.ledger_path, process.pid).read_bytes()[-OUTPUT_LIMIT:]
+            data = _output_path(self.ledger_path, pid).read_bytes()[-OUTPUT_LIMIT:]
         except OSError:
             return ""
         return "; its last output:\n" + data.decode("utf-8", "replace") if data else ""
@@ -439,14 +453,20 @@ class CaseRunner:
         return Observation(main.outcome, self._effects(twin=False), state, twin, error=main.error)
 
     def _cleanup(self, workdir: Path) -> None:
-        """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent)."""
+        """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent,
+        which forks workers, unless the session runs ``inprocess``: the framework runs here
+        already, and the fork cost ~73 ms a case)."""
         if type(self.session.adapter).cleanup is Adapter.cleanup:
             return  # nothing to clean outside the directory: spare the fork
+        if self.session.settings.mode == "inprocess":
+            _cleanup(self.session.adapter, self.session.variant, workdir)
+            return
         process = _start(_ctx, _cleanup, self.session.adapter, self.session.variant, workdir)
         process.join(self.session.grace())
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
             process.join()
+        _release(process)
 
     def close(self) -> None:
         if self.worker is not None:
@@ -479,6 +499,14 @@ def _start(ctx, target, *args):
     process = ctx.Process(target=_child, args=(os.getpid(), read, target, *args), daemon=True)
     process.start()
     return process
+
+
+def _release(process) -> None:
+    """Close an ended child's sentinel pipe now: left to garbage collection, a long-lived
+    process running many campaigns (a benchmark, a test session) piled them up past the 1024
+    file descriptors ``select`` can watch."""
+    if process.exitcode is not None:
+        process.close()
 
 
 def _child(parent_pid, lifeline_read, target, *args):

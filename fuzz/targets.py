@@ -1,6 +1,7 @@
 """Resolve a target name to a prepared adapter.
 
-``reference`` and ``mutant:<Category>`` are built in (the self-test targets); ``langgraph``,
+``reference``, ``mutant:<Category>`` and ``mutant:<switch>`` (``refmodel.SWITCHES``) are built
+in (the self-test targets); ``langgraph``,
 ``crewai``, ``llamaindex``, ``pydantic-graph`` and ``autogen`` name the framework adapters in this
 repository; anything of the form ``package.module:Class`` is a third-party adapter.
 """
@@ -11,7 +12,7 @@ import importlib
 import os
 
 from adapters.protocol import Adapter, Variant
-from refmodel import MUTANTS
+from refmodel import MUTANTS, SWITCHES
 
 from .errors import TargetUnavailable, UsageError
 from .internal import netguard
@@ -26,7 +27,7 @@ FRAMEWORKS = {
 
 
 def known_targets() -> list[str]:
-    return ["reference", *(f"mutant:{m}" for m in MUTANTS), *FRAMEWORKS]
+    return ["reference", *(f"mutant:{m}" for m in (*MUTANTS, *SWITCHES)), *FRAMEWORKS]
 
 
 def resolve_registered(name: str) -> Adapter:
@@ -48,8 +49,9 @@ def resolve(name: str) -> Adapter:
         return ReferenceAdapter()
     if name.startswith("mutant:"):
         mutant = name.partition(":")[2]
-        if mutant not in MUTANTS:
-            raise UsageError(f"unknown mutant {mutant!r}; expected one of: {', '.join(MUTANTS)}")
+        if mutant not in MUTANTS and mutant not in SWITCHES:
+            raise UsageError(f"unknown mutant {mutant!r}; expected one of: "
+                             f"{', '.join((*MUTANTS, *SWITCHES))}")
         return ReferenceAdapter(mutant)
     path = FRAMEWORKS.get(name, name)
     if ":" not in path:

@@ -51,3 +51,20 @@ class InProcessCase:
     def close(self) -> None:
         self.case.close()
         self.ledger.close()
+
+
+def allowed_resume_trace(trace):
+    """``trace`` (any entry of the variant under test) rewritten to ``start``, ``resume('a')``
+    on a one-gate workflow, recorded as if the resume had fired nothing: what the framework
+    really does (task 1 fires with 'a') is what the contract allows, so a reproduction script
+    composed for it must exit 0.  The reproduction tests of every adapter share it."""
+    from dataclasses import replace
+
+    from refmodel import Observation, Resume, Start, StateView, Workflow
+
+    wf = Workflow(1, {1}, ("a", "b"))
+    start = Observation("interrupted", (), StateView.of(wf, [], {}, 1))
+    wrong = Observation("completed", (), StateView.of(wf, [1], {1: "a"}, None))
+    return trace.with_(workflow=wf, operations=(Start("t0"), Resume("t0", value="a")),
+                       observations=(start, wrong),
+                       finding=replace(trace.finding, category="Unclassified", step=1))

@@ -59,6 +59,9 @@ class Finding:
     reproduced: dict | None = None
     # The reproduction script's last check: {"checked", "lines", "runs", "reproduced"}.
     script: dict | None = None
+    # A maintainer's note shown at the top of the report: for an entry kept Unclassified, why no
+    # category fits (issue 12: every Unclassified entry says so).  Dropped by a relabel.
+    note: str = ""
 
     def to_json(self) -> dict:
         doc = {"category": self.category, "property": self.property, "step": self.step,
@@ -69,6 +72,8 @@ class Finding:
             doc["reproduced"] = {"k": self.reproduced["k"], "n": self.reproduced["n"]}
         if self.script:
             doc["script"] = dict(self.script)
+        if self.note:
+            doc["note"] = self.note
         return doc
 
     @property

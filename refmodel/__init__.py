@@ -4,10 +4,11 @@ Standard library only, deterministic, and small enough to explore exhaustively. 
 
 - ``Workflow``, ``StateView``: the workflow and what ``query`` reports;
 - the operations ``Start``, ``Resume``, ``Recover``, ``Fork``, ``Query``, ``Tamper``, ``Race``,
-  ``TwinRecover``, with ``CrashAt`` crash points, and the ``Observation`` of each;
+  ``TwinRecover``, ``StaleResume`` (a resume through a stale handle), with ``CrashAt`` crash points, and the ``Observation`` of each;
 - ``Model(workflow, mutant=None)``: the oracle, and ``World``: its state;
 - ``classify``: divergence -> fault category; ``properties``: one predicate per property;
-- ``MUTANTS`` / ``CATEGORIES``: the fault categories, in the classifier's order;
+- ``MUTANTS`` / ``CATEGORIES``: the fault categories, in the classifier's order; ``SWITCHES``:
+  narrower mutants of a category (``mutant_category`` names it);
 - ``explore_reference``, ``shortest_exposure``: breadth-first exploration.
 """
 
@@ -15,9 +16,10 @@ from . import properties
 from .classify import RULES, Divergence, Rule, classify
 from .explore import Exposure, candidate_ops, explore_reference, shortest_exposure
 from .model import Model, ThreadModel, World, forge, forge_parts
-from .mutants import CATEGORIES, CATEGORY_INFO, MUTANTS
+from .mutants import CATEGORIES, CATEGORY_INFO, MUTANTS, SWITCHES, mutant_category
 from .ops import (
     CRASH_KINDS,
+    FORGE_PART_KINDS,
     OUTCOMES,
     PHASES,
     TAMPER_HOWS,
@@ -31,11 +33,13 @@ from .ops import (
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     Step,
     Tamper,
     TwinRecover,
     op_from_json,
+    part_kind,
 )
 from .run import Durable
 from .workflow import InvalidWorkflow, StateView, Workflow, status_of

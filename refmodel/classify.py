@@ -13,23 +13,32 @@ The table, in order (docs/semantics.md, "Classification" restates it with the re
  #      rule                             category          clause
 =====  ===============================  ================  =========================================
  1      tampered-state-used              InvalidPersist    §3 What a tamper reaches
- 2      recovery-refires-completed       Replay            §5 Replay (R1)
+ 2      recovery-refires-completed       Replay            §5 Replay (R1); also a crash point
+                                                           that fires at a completed task
  3      fork-kept-another-value          ForkIgnore        §5 ForkIgnore (R2), §4 FD
  4      fork-never-consumed              ForkIgnore        §5 ForkIgnore (R2), §4 FD
  5      recovery-ignores-fork-value      ForkIgnore        §5 ForkIgnore (R2), §4 FD
  6      bad-output-accepted              InvalidPersist    §2 BadOutput, §5 InvalidPersist (R3)
  7      invalid-state-persisted          InvalidPersist    §4 CV, §5 InvalidPersist (R3)
  8      twin-copies-differ               NondetRecovery    §5 NondetRecovery (R4), §4 RD
- 9      consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
- 10     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
+ 9      stale-handle-consumed-again      DoubleConsume     §2 stale handle; §5 DoubleConsume (R5)
+ 10     consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
+ 11     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
                                                            to one gate answers another, or is
                                                            consumed again by a later op
- 11     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9)
- 12     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
- 13     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
- 14     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
- 15     state-differs                    StateMismatch     §3-4 PC (done list, answers)
- 16     unexplained                      Unclassified      §5 Unclassified
+ 12     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9); also a crash
+                                                           point that fires at a completed task
+ 13     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
+ 14     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
+ 15     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
+ 16     answer-dropped-after-crash       Stuck             §4 LV, §5 Stuck (R6); §3: asking
+                                                           again is the crash's outcome, the
+                                                           answer given after it is consumed
+ 17     pending-gate-refused             Stuck             §2 resume; §4 LV, §5 Stuck (R6):
+                                                           refused, on an undamaged thread
+ 18     state-differs                    StateMismatch     §3-4 PC (done list, answers)
+ 19     completed-work-lost              StateMismatch     §4 PC (the durable prefix)
+ 20     unexplained                      Unclassified      §5 Unclassified
 =====  ===============================  ================  =========================================
 """
 
@@ -40,7 +49,7 @@ from dataclasses import dataclass
 
 from .model import Model, ThreadModel, World
 from .mutants import CATEGORY_INFO
-from .ops import Fork, Observation, Op, Race, Recover, Resume, TwinRecover
+from .ops import Fork, Observation, Op, Race, Recover, Resume, StaleResume, TwinRecover
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +128,28 @@ def _tampered_state_used(ctx: Context) -> str | None:
     return f"{how}: damaged state used silently ({ctx.observed.outcome})"
 
 
+def _reentered(ctx: Context, base: set) -> str:
+    """`` (...)`` when the op's own crash point fired at a task of ``base`` (already done) where
+    the reference does not crash: the framework started that task again, and the crash stopped
+    it before (``before_effect``) or after its effect.  The same re-run as a re-fired effect,
+    reached with a crash point on it; empty otherwise."""
+    crash = getattr(ctx.op, "crash", None)
+    canonical = ctx.canonical
+    if crash is None or crash.task not in base or canonical is None:
+        return ""
+    if "crashed" in ctx.observed.outcome.split("|") and "crashed" not in canonical.outcome:
+        return f" (its crash point at task {crash.task}, {crash.phase}, fired: the task ran again)"
+    return ""
+
+
 def _recovery_refires_completed(ctx: Context) -> str | None:
     if isinstance(ctx.op, Recover | TwinRecover):
         again = sorted({t for t, _ in ctx.fired if t in ctx.done})
         if again:
             return f"recovery re-fired completed task(s) {again}"
+        entered = _reentered(ctx, ctx.done)
+        if entered:
+            return f"recovery re-entered completed task {ctx.op.crash.task}{entered}"
     return None
 
 
@@ -144,8 +170,12 @@ def _fork_never_consumed(ctx: Context) -> str | None:
         return None
     expected = any(b == ctx.branch and t == op.gate for b, t, _ in canonical.effects)
     kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
-    if expected and not any(t == op.gate for t, _ in ctx.fired) and kept != op.value:
-        return f"fork with {op.value!r} at gate {op.gate} never consumed it"
+    # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
+    # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).
+    recorded = kept == op.value and ctx.observed.outcome != "rejected"
+    if expected and not any(t == op.gate for t, _ in ctx.fired) and not recorded:
+        refused = " (refused)" if ctx.observed.outcome == "rejected" else ""
+        return f"fork with {op.value!r} at gate {op.gate} never consumed it{refused}"
     return None
 
 
@@ -198,6 +228,30 @@ def _twin_copies_differ(ctx: Context) -> str | None:
     return None
 
 
+def _stale_handle_consumed_again(ctx: Context) -> str | None:
+    # A resume through a stale handle consumed its gate again: the gate, or a task after it, ran
+    # again (from the handle's checkpoint, or by answering whatever the head now asks), or the
+    # gate's stored answer was replaced.  Tasks before the gate alone are PrefixReplay's.
+    op = ctx.op
+    if not isinstance(op, StaleResume) or ctx.thread is None:
+        return None
+    again = [(t, v) for t, v in ctx.fired if t >= op.gate]
+    if again:
+        fired = ", ".join(f"e{t}({v!r})" if v is not None else f"e{t}" for t, v in again)
+        rerun = sorted({t for t, _ in again if t in ctx.done})
+        how = (f"re-ran completed task(s) {rerun}" if rerun else
+               f"answered what the thread asks now (gate {ctx.thread.durable.pending})")
+        return (f"resume({op.value!r}) through a stale handle of consumed gate {op.gate} "
+                f"{how}: {fired} fired")
+    before = ctx.thread.durable.answers
+    state = ctx.observed.state
+    now = state.answer(op.gate) if state is not None else None
+    if now is not None and now != dict(before).get(op.gate):
+        return (f"stale handle of gate {op.gate}: its answer {dict(before).get(op.gate)!r} "
+                f"replaced by {now!r}")
+    return None
+
+
 def _consumed_gate_fires_again(ctx: Context) -> str | None:
     if isinstance(ctx.op, Resume):
         wf = ctx.model.workflow
@@ -212,7 +266,7 @@ def _given(ctx: Context) -> set:
     op = ctx.op
     if isinstance(op, Race):
         return set(op.values)
-    if isinstance(op, Resume | Fork):
+    if isinstance(op, Resume | Fork | StaleResume):
         return {op.value}
     kept = ctx.thread.kept if ctx.thread is not None else None
     return {kept} if kept is not None else set()
@@ -224,7 +278,7 @@ def _earlier_values(ctx: Context) -> set:
     for step in ctx.history:
         op = _step(step)[0]
         mine = op.thread == ctx.op.thread or getattr(op, "new_thread", None) == ctx.op.thread
-        if mine and isinstance(op, Resume | Fork):
+        if mine and isinstance(op, Resume | Fork | StaleResume):
             values.add(op.value)
         elif mine and isinstance(op, Race):
             values.update(op.values)
@@ -258,14 +312,17 @@ def _stale_answer_consumed(ctx: Context) -> str | None:
 
 def _resume_refires_prefix(ctx: Context) -> str | None:
     op = ctx.op
-    if not isinstance(op, Resume | Fork | Race):  # racers resume too
+    if not isinstance(op, Resume | Fork | Race | StaleResume):  # racers resume too
         return None
     base = ctx.done
     if isinstance(op, Fork):
         checkpoint = ctx.thread.checkpoint(op.gate)
         base = set(checkpoint.done) if checkpoint else set()
     again = sorted({t for t, _ in ctx.fired if t in base})
-    return f"resume re-fired completed task(s) {again}" if again else None
+    if again:
+        return f"resume re-fired completed task(s) {again}"
+    entered = _reentered(ctx, base)
+    return f"resume re-entered completed task {op.crash.task}{entered}" if entered else None
 
 
 def _racers_consume_twice(ctx: Context) -> str | None:
@@ -304,6 +361,52 @@ def _refused_after_crash(ctx: Context) -> str | None:
     return None
 
 
+def _answer_dropped_after_crash(ctx: Context) -> str | None:
+    # The same defect as a refusal after a crash, reached another way: answering the gate a
+    # crash interrupted while it was being consumed returns the same gate pending again, with
+    # nothing fired and the answer not recorded.  Asking again is the crash's own allowed outcome
+    # (section 3); the answer given afterwards must be consumed, so the thread did not go on.
+    op, thread, canonical, state = ctx.op, ctx.thread, ctx.canonical, ctx.observed.state
+    if not isinstance(op, Resume) or thread is None or not thread.needs_recovery:
+        return None
+    if canonical is None or canonical.outcome == "rejected" or state is None:
+        return None
+    gate = thread.durable.pending
+    if (ctx.observed.outcome == "interrupted" and not ctx.fired and gate is not None
+            and state.pending == gate and state.answer(gate) is None):
+        return f"resume after a crash asked gate {gate} again: its answer {op.value!r} was dropped"
+    return None
+
+
+def _crash_elsewhere(ctx: Context) -> str | None:
+    """The latest earlier step whose op crashed another thread, as ``"<thread> at step <i>"``
+    (evidence for the reader: a crash elsewhere is not what the rule needs)."""
+    for i in range(len(ctx.history) - 1, -1, -1):
+        op, observed, _ = _step(ctx.history[i])
+        mine = op.thread == ctx.op.thread or getattr(op, "new_thread", None) == ctx.op.thread
+        if not mine and "crashed" in observed.outcome.split("|"):
+            return f"{getattr(op, 'new_thread', None) or op.thread} at step {i + 1}"
+    return None
+
+
+def _pending_gate_refused(ctx: Context) -> str | None:
+    # Rule 15 without a crash of the thread: answering the gate an undamaged thread has pending
+    # is refused before anything runs, where the contract allows no refusal (section 2: resume
+    # consumes it).  Like a hang (rule 14), the thread cannot go on (LlamaIndex's server: an
+    # idle handler's run was garbage-collected, send_event finds "No active workflow").
+    op, thread, canonical = ctx.op, ctx.thread, ctx.canonical
+    if not isinstance(op, Resume | Race) or thread is None or thread.durable.pending is None:
+        return None
+    if canonical is None or ctx.fired or ctx.observed.outcome.split("|")[0] != "rejected":
+        return None
+    if any("rejected" in e.outcome.split("|") and not e.effects for e in ctx.allowed):
+        return None  # a refusal the contract allows here is no liveness failure
+    crash = _crash_elsewhere(ctx)
+    after = f", after the crash of {crash}" if crash else ""
+    return (f"{op.name} of {op.thread}'s pending gate {thread.durable.pending} refused before "
+            f"running anything{after}: the thread cannot go on")
+
+
 def _state_differs(ctx: Context) -> str | None:
     observed = ctx.observed
     if any(e.outcome == observed.outcome and e.effects == observed.effects for e in ctx.allowed):
@@ -311,6 +414,21 @@ def _state_differs(ctx: Context) -> str | None:
         expected = canonical.state.to_json() if canonical and canonical.state else None
         got = observed.state.to_json() if observed.state else None
         return f"persisted state {got} != expected {expected}"
+    return None
+
+
+def _completed_work_lost(ctx: Context) -> str | None:
+    # The persisted state dropped tasks of the durable prefix that every allowed outcome keeps,
+    # with the op's labels differing too (so rule 18 does not see it): pydantic-graph's docs
+    # idiom on a finished run, where load_next() finds nothing and a fresh run replaces it.
+    state = ctx.observed.state
+    if state is None or not ctx.done or isinstance(ctx.op, Fork) or ctx.canonical is None:
+        return None
+    lost = sorted(ctx.done - set(state.done))
+    kept = all(e.state is None or ctx.done <= set(e.state.done) for e in ctx.allowed)
+    if lost and kept:
+        return (f"the persisted state {state.to_json()} lost completed task(s) {lost} of the "
+                f"durable prefix ({ctx.observed.outcome}, expected {ctx.canonical.outcome})")
     return None
 
 
@@ -336,6 +454,9 @@ RULES: tuple[Rule, ...] = (
          _invalid_state_persisted),
     Rule("twin-copies-differ", "NondetRecovery", "CONTRACT §5 NondetRecovery (R4); §4 RD",
          _twin_copies_differ),
+    Rule("stale-handle-consumed-again", "DoubleConsume",
+         "CONTRACT §2 resume through a stale handle; §5 DoubleConsume (R5); §4 CO",
+         _stale_handle_consumed_again),
     Rule("consumed-gate-fires-again", "DoubleConsume", "CONTRACT §5 DoubleConsume (R5); §4 CO",
          _consumed_gate_fires_again),
     Rule("stale-answer-consumed", "DoubleConsume",
@@ -347,8 +468,17 @@ RULES: tuple[Rule, ...] = (
          _racers_consume_twice),
     Rule("no-answer-in-time", "Stuck", "CONTRACT §3 outcome stuck; §4 LV", _no_answer_in_time),
     Rule("refused-after-crash", "Stuck", "CONTRACT §4 LV; §5 Stuck (R6)", _refused_after_crash),
+    Rule("answer-dropped-after-crash", "Stuck",
+         "CONTRACT §4 LV; §5 Stuck (R6); §3 (asking again is the crash's outcome, not the next "
+         "answer's)", _answer_dropped_after_crash),
+    Rule("pending-gate-refused", "Stuck",
+         "CONTRACT §2 resume (consume it once); §4 LV; §5 Stuck (R6): refused",
+         _pending_gate_refused),
     Rule("state-differs", "StateMismatch", "CONTRACT §3-4 PC (done list, answers)",
          _state_differs),
+    Rule("completed-work-lost", "StateMismatch",
+         "CONTRACT §4 PC (the persisted state equals the state the durable prefix implies)",
+         _completed_work_lost),
     Rule("unexplained", "Unclassified", "CONTRACT §5 Unclassified", _unexplained),
 )
 

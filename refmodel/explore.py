@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .classify import Divergence, classify
-from .model import Model, World
+from .model import Model, World, forge_parts
 from .ops import (
     CRASH_KINDS,
     PHASES,
@@ -27,6 +27,7 @@ from .ops import (
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     Tamper,
     TwinRecover,
@@ -70,8 +71,11 @@ def candidate_ops(model: Model, world: World, *, max_threads: int = 3,
                     ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
         ops.append(Query(name))
         ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
+        ops += [Tamper(name, how="forged", part=part) for part in forge_parts(wf, thread.durable)]
         ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
         ops.append(TwinRecover(name))
+        ops += [StaleResume(name, gate=gate, value=value)
+                for gate, _ in thread.gate_checkpoints for value in wf.values]
     for op in ops:
         if model.enabled(world, op) and (admit is None or admit(op)):
             yield op

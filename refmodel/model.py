@@ -11,6 +11,7 @@ Everything here is a pure function of its arguments: no clock, no randomness, no
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import combinations_with_replacement
 
 from .mutants import check_mutant
 from .ops import (
@@ -22,6 +23,7 @@ from .ops import (
     Race,
     Recover,
     Resume,
+    StaleResume,
     Start,
     Tamper,
     TwinRecover,
@@ -155,8 +157,12 @@ class Model:
                 return "nothing is persisted to tamper with"
             if thread.tampered:
                 return "already tampered"
+            if op.part is not None and op.part not in forge_parts(wf, thread.durable):
+                return f"no stored part {op.part!r} to forge; have {forge_parts(wf, thread.durable)}"
         if isinstance(op, TwinRecover) and not thread.needs_recovery:
             return "twin_recover needs a thread left by a crash"
+        if isinstance(op, StaleResume):
+            return _why_no_stale_handle(wf, thread, op)
         return ""
 
     # -- operations -----------------------------------------------------------------------------
@@ -179,6 +185,21 @@ class Model:
                 rewound = rewind(thread.durable, gates[-1])
                 return self._run(world, op.thread, replace(thread, durable=rewound), op, op.value)
         return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
+
+    def _stale_resume(self, world: World, op: StaleResume):
+        # CONTRACT §2 (stale handle): the gate was consumed already, so the interrupt is
+        # consumed once: a loud refusal, or a no-op that fires nothing and changes nothing.
+        # A no-op may report the thread's status, or what the stale handle itself shows (its
+        # gate pending): the label is the adapter's reading of the call, not a property.
+        thread = world.get(op.thread)
+        if self.mutant == "DoubleConsume":
+            # The mutant resumes the handle's checkpoint again: the gate is consumed twice.
+            again = replace(thread, durable=thread.checkpoint(op.gate))
+            return self._run(world, op.thread, again, op, answer=op.value)
+        state = thread.durable.view(self.workflow)
+        noop = state.status if state.status in ("interrupted", "completed") else "ok"
+        return [(Observation(outcome, (), state), world)
+                for outcome in ("rejected", noop, "interrupted")]
 
     def _recover(self, world: World, op: Recover, *, twin: bool = False):
         thread = world.get(op.thread)
@@ -244,11 +265,14 @@ class Model:
 
     def _tamper(self, world: World, op: Tamper):
         thread = world.get(op.thread)
-        if self.mutant == "InvalidPersist":
+        unseen = self.mutant == "UncheckedPending" and op.how == "forged" and op.part == "pending"
+        if self.mutant == "InvalidPersist" or unseen:
             # The mutant cannot tell: it runs on from the forged state, or from the last state it
             # could still decode (a silent fallback) when the bytes are corrupt or invalid.
+            # UncheckedPending's integrity check skips the pending-gate record: only a forgery
+            # of that record alone goes unseen.
             if op.how == "forged":
-                thread = replace(thread, durable=forge(self.workflow, thread.durable))
+                thread = replace(thread, durable=forge(self.workflow, thread.durable, op.part))
             return [(Observation("ok", (), None), world.put(op.thread, thread))]
         after = world.put(op.thread, replace(thread, tampered=op.how, damaged=True))
         for name in self.reach(world, op.thread):
@@ -275,13 +299,18 @@ class Model:
         if self.mutant == "LostUpdate":
             return [self._lost_update(world, op, thread)]
         alternatives = []
+        # Each loser is refused, or is a no-op that reports the status it then reads: the
+        # winner's outcome (read after its commit) or the gate still asked (read before it; a
+        # race starts at a pending gate).  The label of a call that did nothing is no property:
+        # what it did is judged on the effects and the persisted state.
+        labels = ["rejected", "interrupted"]
         for value in dict.fromkeys(op.values):  # any racer may win; same value, same result
             for observation, after in self._run(world, op.thread, thread, op, answer=value):
                 won = observation.outcome
-                # Each loser is refused, or is a no-op that reports the status it then reads.
-                for noops in range(k):
-                    losers = ["rejected"] * (k - 1 - noops) + [won] * noops
-                    outcome = "|".join(sorted([won] + losers))
+                outcomes = {"|".join(sorted([won, *losers]))
+                            for losers in combinations_with_replacement(
+                                dict.fromkeys([*labels, won]), k - 1)}
+                for outcome in sorted(outcomes, key=lambda o: (o.count("rejected") * -1, o)):
                     alternatives.append((replace(observation, outcome=outcome), after))
         if thread.damaged and not self.mutant:
             alternatives.append(refused)
@@ -428,6 +457,27 @@ class Model:
             effects += observation.effects
         state = after.get(op.thread).durable.view(self.workflow)
         return (Observation("|".join(sorted(outcomes)), effects, state), after)
+
+
+def _why_no_stale_handle(workflow: Workflow, thread: ThreadModel, op: StaleResume) -> str:
+    """Why the caller cannot hold a stale handle to ``op.gate`` of ``thread`` (empty: it can).
+
+    The handle was obtained while the gate was pending on this run (a checkpoint of it where
+    the gate asked), and an earlier op consumed the gate since.  Only runs: a branch's gate
+    checkpoint is its source's, which the caller addressed by the fork.  Not on a thread a
+    tamper reached: there a loud refusal is always allowed and CV decides (docs/semantics.md).
+    """
+    if op.value not in workflow.values:
+        return f"resume values must be drawn from {workflow.values}"
+    if thread.lineage is not None:
+        return "a stale handle is taken on a run, not on a fork's branch"
+    if thread.checkpoint(op.gate) is None:
+        return f"no checkpoint of this thread has gate {op.gate} pending: no handle to it"
+    if op.gate not in thread.durable.done:
+        return f"gate {op.gate} is not consumed yet: a handle to it is not stale"
+    if thread.tampered or thread.damaged:
+        return "a tamper reached this thread"
+    return ""
 
 
 def _gate_label_choice(workflow: Workflow, durable: Durable) -> Durable | None:

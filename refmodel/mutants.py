@@ -46,7 +46,8 @@ CATEGORY_INFO = {
             "NondetRecovery", "R4", "RD", "the second copy of a twin recovery re-runs the last task"
         ),
         CategoryInfo(
-            "DoubleConsume", "R5", "CO", "a resume with nothing pending re-consumes the last gate"
+            "DoubleConsume", "R5", "CO", "a resume with nothing pending re-consumes the last gate, "
+            "and a stale handle's checkpoint is resumed again"
         ),
         CategoryInfo("PrefixReplay", "R9", "EO", "a resume re-runs every completed task first"),
         CategoryInfo("LostUpdate", "R11", "CO", "every racer consumes the pending interrupt"),
@@ -58,9 +59,24 @@ CATEGORY_INFO = {
 
 MUTANTS = tuple(c for c in CATEGORIES if c != "Unclassified")
 
+# Narrower switches than a category's own mutant, each planting a fault of an existing category
+# that only some operations can expose (name -> (category, what it does)).  Not in ``MUTANTS``,
+# whose names are the categories: they exist to show that the generator reaches that operation.
+SWITCHES = {
+    "UncheckedPending": ("InvalidPersist",
+                         "the integrity check skips the pending-gate record: a forgery of that "
+                         "record alone (tamper forged, part pending) is used silently"),
+}
+
+
+def mutant_category(name: str) -> str:
+    """The category a mutant (a ``MUTANTS`` name or a ``SWITCHES`` name) plants."""
+    return SWITCHES[name][0] if name in SWITCHES else name
+
 
 def check_mutant(name: str | None) -> str | None:
     """Validate a mutant name; ``None`` is the reference itself."""
-    if name is not None and name not in MUTANTS:
-        raise ValueError(f"unknown mutant {name!r}; expected one of {', '.join(MUTANTS)}")
+    if name is not None and name not in MUTANTS and name not in SWITCHES:
+        raise ValueError(f"unknown mutant {name!r}; expected one of "
+                         f"{', '.join(MUTANTS + tuple(SWITCHES))}")
     return name

@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 PHASES = ("before_effect", "in_flight", "after_commit")
 CRASH_KINDS = ("exception", "sigkill")
 TAMPER_HOWS = ("corrupt", "invalid", "forged")
-# What a tamper reaches (CONTRACT §3): the thread, its lineage (one framework-level thread or
-# file: a run and the forks taken from it), or the whole store.
-TAMPER_SCOPES = ("thread", "lineage", "store")
+# The kinds of stored part a ``forged`` tamper may edit alone (``Tamper.part``; an ``answer``
+# part names its gate, ``answer:<t>``).
+FORGE_PART_KINDS = ("done", "answer", "pending")
+# What a tamper reaches (CONTRACT §3): the thread's latest checkpoint, the thread's whole history
+# (every checkpoint of it, so every fork of it; no other branch), its lineage (one framework-level
+# thread or file: a run and the forks taken from it), or the whole store.
+TAMPER_SCOPES = ("thread", "history", "lineage", "store")
 OUTCOMES = ("ok", "interrupted", "completed", "crashed", "rejected", "stuck")
 
 
@@ -117,14 +121,43 @@ class Query(Op):
 
 @dataclass(frozen=True, slots=True)
 class Tamper(Op):
-    """Alter the thread's latest persisted checkpoint: ``corrupt``, ``invalid`` or ``forged``."""
+    """Alter the thread's latest persisted checkpoint: ``corrupt``, ``invalid`` or ``forged``.
+
+    ``part`` (``forged`` only) names the stored part the forgery edits on its own: ``"done"``
+    (the log), ``"answer:<t>"`` (gate ``t``'s answer) or ``"pending"`` (the pending-gate record),
+    as ``refmodel.forge`` does; ``None`` is ``forge``'s default edit (traces written before parts
+    existed mean exactly that, and their JSON form stays without the field).
+    """
 
     how: str = "corrupt"
+    part: str | None = None
     name = "tamper"
 
     def __post_init__(self) -> None:
         if self.how not in TAMPER_HOWS:
             raise InvalidOperation(f"Tamper.how must be one of {TAMPER_HOWS}, got {self.how!r}")
+        if self.part is not None and (self.how != "forged" or not _forge_part(self.part)):
+            raise InvalidOperation(
+                f"Tamper.part must be done, pending or answer:<task>, with how='forged'; "
+                f"got part={self.part!r}, how={self.how!r}")
+
+    def to_json(self) -> dict:
+        doc = Op.to_json(self)
+        if self.part is None:
+            del doc["part"]  # the form of every tamper written before parts existed
+        return doc
+
+
+def part_kind(part: str) -> str:
+    """``"answer:2"`` -> ``"answer"``; ``"done"`` and ``"pending"`` are their own kind."""
+    return part.split(":", 1)[0]
+
+
+def _forge_part(part) -> bool:
+    if part in ("done", "pending"):
+        return True
+    kind, _, task = str(part).partition(":")
+    return isinstance(part, str) and kind == "answer" and task.isdigit()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +181,26 @@ class TwinRecover(Op):
     name = "twin_recover"
 
 
+@dataclass(frozen=True, slots=True)
+class StaleResume(Op):
+    """Resume gate ``gate`` of the thread through a *stale handle* (CONTRACT §2, added): one the
+    caller obtained while ``gate`` was pending, before an earlier op consumed it (a checkpoint
+    id, a saved state dict, a flow or context object it still holds), answering ``value``.
+
+    The gate was consumed already, so nothing may run: the contract allows a loud refusal or a
+    no-op, never a second consume.  It carries no crash point and no BadOutput (the reference
+    runs no task), but it *executes* in the target: the adapter makes the framework call.
+    """
+
+    gate: int = 0
+    value: str = ""
+    name = "stale_resume"
+    executes = True
+
+
 OP_TYPES: dict[str, type[Op]] = {
-    cls.name: cls for cls in (Start, Resume, Recover, Fork, Query, Tamper, Race, TwinRecover)
+    cls.name: cls
+    for cls in (Start, Resume, Recover, Fork, Query, Tamper, Race, TwinRecover, StaleResume)
 }
 
 

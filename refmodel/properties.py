@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ops import Fork, Race, Recover, Step, TwinRecover
+from .ops import Fork, Race, Recover, StaleResume, Step, TwinRecover
 from .workflow import Workflow
 
 
@@ -137,10 +137,19 @@ def cv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
 
 
 def co(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
-    """Consume-once: each pending interrupt is consumed once, sequentially and across processes."""
+    """Consume-once: each pending interrupt is consumed once, sequentially and across processes,
+    and through a stale handle (which may not even replace the answer it once gave)."""
     consumed: set = set()
     excused: set = set()
+    answered: dict = {}  # (branch, gate) -> the answer its last readable state showed
     for i, step in enumerate(history):
+        state, branch = step.observed.state, _branch(step)
+        if isinstance(step.op, StaleResume) and state is not None:
+            last = answered.get((branch, step.op.gate))
+            if last is not None and state.answer(step.op.gate) not in (None, last):
+                return i
+        if state is not None:
+            answered.update({(branch, t): v for t, v in state.answers})
         gates = [(b, t) for b, t, _ in step.observed.effects if t in workflow.gates]
         if isinstance(step.op, Race) and len(gates) > len(set(gates)):
             return i

@@ -28,8 +28,10 @@ A failure writes a corpus entry and a shrink report (``reports_dir``, default
 ``.resumefuzz/reports``) and fails with the category, the report's path and the standalone
 script that shows the defect with the framework's own API.
 
-**Yours or the framework's?**  With ``baseline=True`` (the default, LangGraph only) every
-failure is replayed on the same variant over the framework's own SQLite saver first: a failure
+**Yours or the framework's?**  With ``baseline=True`` (the default) every failure is replayed
+on the matching variant over the framework's own store first (LangGraph's SQLite saver,
+pydantic-graph's ``FileStatePersistence``, CrewAI's ``SQLiteFlowPersistence``: see
+``baseline_variant``): a failure
 that reproduces there is the framework's, not your store's.  It is then *not* hidden: it is
 printed (and listed in ``framework_findings``), its category is set aside for the rest of the
 test so the search goes on, and the test fails only on what the built-in saver does not show.
@@ -37,6 +39,7 @@ test so the search goes on, and the test fails only on what the built-in saver d
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +96,6 @@ class StoreTest:
     def check(self, variant: str) -> None:
         """Fuzz one variant under the active Hypothesis profile; raise ``StoreFailure``."""
         from hypothesis import HealthCheck, Phase, settings
-        from hypothesis.stateful import run_state_machine_as_test
 
         from fuzz.failures import Failure
         from fuzz.machine import machine_for
@@ -115,28 +117,32 @@ class StoreTest:
         while True:
             machine = machine_for(session, suppress=frozenset(suppressed))
             try:
-                run_state_machine_as_test(machine, settings=run_settings)
+                failure = _run_once(machine, run_settings)
+            except Failure as exc:
+                failure = exc
+            if failure is None:
                 return
-            except Failure as failure:
-                category = failure.divergence.category
-                trace, report_file, script = self._keep(adapter, chosen, failure)
-                also = self._on_baseline(trace)
-                if also or trace.finding.verdict == "D":
-                    why = (f"also on {also}: the framework's, not the store's" if also
-                           else "a weakening the framework documents (verdict D)")
-                    self.framework_findings.append((chosen.name, category, str(report_file)))
-                    print(f"resumefuzz: [{chosen.name}] {category} set aside ({why}); "
-                          f"report: {report_file}", file=sys.stderr)
-                    suppressed.add(category)
-                    continue
-                raise StoreFailure(
-                    f"{category} ({trace.finding.property}) on {chosen.name}, "
-                    f"{len(trace.operations)} operations: {trace.finding.detail}\n"
-                    f"report: {report_file}\n"
-                    f"replay: resumefuzz replay {trace_path(trace, self.corpus_dir)} "
-                    f"--store {self._path}\n"
-                    f"standalone script (the framework's own API):\n{script or '(none)'}"
-                ) from None
+            category = failure.divergence.category
+            # Hypothesis could not reproduce it at once: a race or a background writer.
+            timing = " (timing-dependent)" if getattr(failure, "timing", False) else ""
+            trace, report_file, script = self._keep(adapter, chosen, failure)
+            also = self._on_baseline(trace)
+            if also or trace.finding.verdict == "D":
+                why = (f"also on {also}: the framework's, not the store's" if also
+                       else "a weakening the framework documents (verdict D)")
+                self.framework_findings.append((chosen.name, category, str(report_file)))
+                print(f"resumefuzz: [{chosen.name}] {category}{timing} set aside ({why}); "
+                      f"report: {report_file}", file=sys.stderr)
+                suppressed.add(category)
+                continue
+            raise StoreFailure(
+                f"{category}{timing} ({trace.finding.property}) on {chosen.name}, "
+                f"{len(trace.operations)} operations: {trace.finding.detail}\n"
+                f"report: {report_file}\n"
+                f"replay: resumefuzz replay {trace_path(trace, self.corpus_dir)} "
+                f"--store {self._path}\n"
+                f"standalone script (the framework's own API):\n{script or '(none)'}"
+            ) from None
 
     def _keep(self, adapter, variant, failure):
         from fuzz import corpus, report
@@ -194,6 +200,27 @@ class StoreTest:
         return resumefuzz_store
 
 
+def _run_once(machine, run_settings):
+    """Run the machine; the ``Failure`` it raised, or None.  A failure in a run Hypothesis called
+    flaky (a race, a background writer: ``fuzz/internal/flaky.py``) is a timing-dependent
+    finding, kept as the campaign keeps it (``fuzz/campaign.py``); flakiness with no failure
+    behind it is raised as it is."""
+    from hypothesis.errors import Flaky
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from fuzz.internal.flaky import Best, kept_failure, watched
+
+    best = Best()
+    try:
+        run_state_machine_as_test(watched(machine, best), settings=run_settings)
+    except Flaky as exc:
+        failure = kept_failure(exc, best)
+        if failure is None:
+            raise
+        return failure
+    return None
+
+
 def trace_path(trace, root: Path) -> Path:
     from fuzz import corpus
 
@@ -201,11 +228,23 @@ def trace_path(trace, root: Path) -> Path:
 
 
 def baseline_variant(framework: str, variant: str, store_name: str) -> str | None:
-    """The built-in variant a custom-store variant is compared with (LangGraph: SqliteSaver)."""
-    if FRAMEWORK_ALIASES.get(framework, framework) != "langgraph":
-        return None
+    """The built-in variant a custom-store variant is compared with: LangGraph's ``SqliteSaver``
+    (same axes), pydantic-graph's ``FileStatePersistence`` (same resume and recover spellings;
+    its new runs start with ``graph.iter``), CrewAI's ``@persist(SQLiteFlowPersistence)``
+    (``persist-sqlite``: the same spellings)."""
     prefix = f"store-{store_name}-"
-    return "sqlite-" + variant[len(prefix):] if variant.startswith(prefix) else None
+    if not variant.startswith(prefix):
+        return None
+    rest = variant[len(prefix):]
+    target = FRAMEWORK_ALIASES.get(framework, framework)
+    if target == "langgraph":
+        return "sqlite-" + rest
+    if target == "pydantic-graph":
+        found = re.fullmatch(r"start_[a-z]+-(resume_[a-z]+-recover_[a-z]+)", rest)
+        return f"file-single-{found.group(1)}" if found else None
+    if target == "crewai":
+        return "persist-sqlite"
+    return None
 
 
 def store_test(framework: str, factory, *, variants=(), op_timeout: float = 60.0,
@@ -215,7 +254,7 @@ def store_test(framework: str, factory, *, variants=(), op_timeout: float = 60.0
     on ``framework`` (``"langgraph"``, ``"pydantic-graph"``, ``"crewai"``).
 
     ``variants``: suffixes to test (default: every variant of the store); ``baseline``: set
-    aside, loudly, what the framework's own store shows too (LangGraph)."""
+    aside, loudly, what the framework's own store shows too (``baseline_variant``)."""
     return StoreTest(framework=framework, factory=factory, variants=tuple(variants),
                      op_timeout=op_timeout, reports_dir=Path(reports_dir),
                      corpus_dir=Path(corpus_dir), baseline=baseline)

@@ -50,7 +50,12 @@ class AutoGenAdapter(Adapter):
 
         return AutoGenCase(variant.options, workflow, workdir)
 
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence):
+        from .repro import reproduction
+
+        return reproduction(variant, workflow, evidence)
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops):
-        from .repro import script
+        from .repro_legacy import script
 
         return script(variant, workflow, ops, self.versions())

@@ -21,18 +21,22 @@ from adapters.protocol import (
     HarnessError,
     Hooks,
     Recover,
+    Refused,
     Resume,
     SideTable,
+    StaleResume,
     Start,
     StateView,
     Unreadable,
     Workflow,
     forge,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 from refmodel.workflow import sorted_pairs
 
 from . import statefmt
-from .driver import NOOP, ApplicationError, Runner
+from .driver import NOOP, ApplicationError, Runner, Unparsable
 from .stores import STORES
 
 INPUTS = "inputs.json"
@@ -96,6 +100,8 @@ class AutoGenCase(Case):
         return Runner(
             shape=self.options["gate"], save=self.options["save"], n=self.workflow.n,
             gates=self.workflow.gates, store=self.store, book=self.inputs, hooks=hooks,
+            record=lambda source, kind="call": record_call(self.workdir, source, kind),
+            name=thread_label,
         )
 
     def run(self, op, hooks: Hooks) -> str:
@@ -107,6 +113,8 @@ class AutoGenCase(Case):
                 how = runner.start(op.thread)
             elif isinstance(op, Resume):
                 how = runner.resume(op.thread, op.value, getattr(op, "gate", None))
+            elif isinstance(op, StaleResume):
+                how = runner.stale_resume(op.thread, op.gate, op.value)
             elif isinstance(op, Recover):
                 how = runner.recover(op.thread)
             elif isinstance(op, Fork):
@@ -116,6 +124,8 @@ class AutoGenCase(Case):
                 raise HarnessError(f"{op.name} is not an executing operation")
         except ApplicationError as exc:
             raise HarnessError(str(exc)) from exc
+        except Unparsable as exc:
+            raise Refused(str(exc)) from exc
         except Exception as exc:
             if watch.crash is not None and watch.crash is not exc:
                 raise watch.crash from exc
@@ -141,7 +151,7 @@ class AutoGenCase(Case):
             raise Unreadable(f"{thread}: {exc!r}") from exc
         return StateView.of(self.workflow, done, answers, pending)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         text = self.store.latest(thread)
         if text is None:
             raise HarnessError(f"the adapter has nothing saved for {thread!r} to tamper with")
@@ -153,12 +163,36 @@ class AutoGenCase(Case):
                 state = statefmt.make_invalid(state)
             elif how == "forged":
                 done, answers, pending = statefmt.parse(state)
-                fake = forge(self.workflow, Durable(tuple(done), sorted_pairs(answers.items()), pending))
-                state = statefmt.rewrite(state, fake.done, dict(fake.answers))
+                fake = forge(self.workflow, Durable(tuple(done), sorted_pairs(answers.items()), pending),
+                             part)
+                if part != "pending":
+                    state = statefmt.rewrite(state, list(fake.done), dict(fake.answers))
+                name = thread_label(thread)
+                if part is None:
+                    # The script's own lines: the same content (``rewrite`` is pasted into it).
+                    record_call(self.workdir, f"overwrite({name!r}, rewrite(load({name!r}), "
+                                f"{list(fake.done)!r}, {dict(fake.answers)!r}))")
+                else:  # the gate's request message agrees with the forgery
+                    state = statefmt.set_pending(state, fake.pending, self._request(fake.pending))
+                    record_call(self.workdir, f"<unknown: a forged {part!r} part is not written "
+                                "as a script yet>")
             else:
                 raise HarnessError(f"unknown tamper {how!r}")
             new = json.dumps(state)
         self.store.overwrite_latest(thread, new)
+
+    def _request(self, gate) -> dict:
+        """The message dict gate ``gate`` of this team shape sends to ask (teams.py
+        ``_request``; the ``split`` shape asks from its node ``ask<g>``), as ``save_state``
+        stores it (AgentChat's own ``dump``); ``content`` and ``id`` are set by
+        ``statefmt.set_pending``."""
+        from autogen_agentchat.messages import HandoffMessage, TextMessage
+
+        shape = self.options["gate"]
+        source = f"ask{gate}" if shape == "split" else f"t{gate}"
+        if shape == "handoff":
+            return HandoffMessage(content="", source=source, target="user").dump()
+        return TextMessage(content="", source=source).dump()
 
     def clone_store(self, dest: Path) -> None:
         self.store.clone(dest)

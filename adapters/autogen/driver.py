@@ -11,7 +11,12 @@ AutoGen has no checkpointer: "Managing State" (agentchat-user-guide/tutorial/sta
   answer (a no-op).  AutoGen has no interrupt identity: this check (and, for a racer, that the gate asking is the
   one it was shown) is the whole guard.
 - ``recover``: the latest saved state into a fresh team, then the input of the run that crashed is
-  issued again (or, in step mode, once a save already holds that input, ``run()`` continues).
+  issued again (or, in step mode, once a save already holds that input, ``run()`` continues; so
+  it does when nothing is outstanding but the saved state neither asks nor is finished).
+- ``stale_resume(g, v)``: the state saved when gate ``g`` asked (the dict a second tab or a
+  retried request still holds, after ``g`` was answered), into a fresh team; the same check as
+  ``resume`` on *that* state (does its last message ask?), then a ``run`` carrying ``v`` on the
+  same thread.
 - ``fork(g, v)``: the newest state saved when gate ``g`` asked, into a fresh team; the branch's
   history starts with a copy of it; a new ``run`` carries ``v``.  Same calls as ``resume``: the
   API cannot say FORK or RETRY.
@@ -22,19 +27,51 @@ the team with ``max_turns=1`` and saves after every turn.  The input of the curr
 
 No resumefuzz import here: the repro script embeds this file.  Each operation is one
 ``asyncio.run``: a team is bound to the loop that first runs it, and nothing outlives the op.
+
+Every AutoGen call and every save or load of the caller's store is told to ``record`` as the line
+a user would write (``await team.load_state(load('run-1'))``): the reproduction script
+(``repro.py``) repeats them.  ``name`` turns a thread into the name the script uses.  A racer
+(a resume shown its gate) records under its own kind, ``racer <pid>``, so that the lines of
+racers running at once can be told apart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 
-from .statefmt import asking
+from .statefmt import BadState, asking, parse
 from .stores import label_for
 from .teams import answer_message, build_team, ending, start_message
 
 NOOP = "noop"
 
+
+
+def parsed(text: str):
+    """The load step of AutoGen's documented persistence (``json.load`` of what ``save_state``
+    returned, then ``load_state``).  A saved file that is not JSON any more (a torn or corrupted
+    write) is refused here, loudly, as that application refuses it: ``Unparsable``, which the
+    case reports as the protocol's ``Refused`` with the decoder's words (an observation,
+    ``rejected``, never a tool error: a loud refusal of damaged data is what the contract asks
+    for).  This module imports nothing of ours: the older repro scripts inline it."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Unparsable(f"the saved team state is not JSON: json.loads: {exc}") from exc
+
+
+class Unparsable(ValueError):
+    """The application's load step refused a saved state that does not parse."""
+
+
+def _unfinished(state, n: int) -> bool:
+    """Does a saved team state neither ask for an answer nor hold all ``n`` outputs?"""
+    try:
+        return asking(state) is None and len(parse(state)[0]) < n
+    except BadState:
+        return False  # not a team state: load_state has had its say
 
 
 class ApplicationError(RuntimeError):
@@ -43,9 +80,20 @@ class ApplicationError(RuntimeError):
 
 
 class Runner:
-    def __init__(self, *, shape: str, save: str, n: int, gates, store, book, hooks):
+    def __init__(self, *, shape: str, save: str, n: int, gates, store, book, hooks,
+                 record=None, name=str):
         self.shape, self.step, self.n, self.gates = shape, save == "step", n, frozenset(gates)
         self.store, self.book, self.hooks = store, book, hooks
+        self.record_to, self.name, self.kind = record, name, "call"
+
+    def record(self, source: str) -> None:
+        if self.record_to is not None:
+            self.record_to(source, self.kind)
+
+    def _saved(self, thread: str, label: str) -> str:
+        """The script's ``save`` call of the state just saved (the label: SQLite history only)."""
+        tail = f", {label!r}" if getattr(self.store, "kind", "") == "sqlite" else ""
+        return f"save({self.name(thread)!r}, await team.save_state(){tail})"
 
     # -- the operations -------------------------------------------------------------------------
 
@@ -61,9 +109,13 @@ class Runner:
     def fork(self, thread: str, gate: int, value: str, new_thread: str) -> str:
         return asyncio.run(self._fork(thread, gate, value, new_thread))
 
+    def stale_resume(self, thread: str, gate: int, value: str) -> str:
+        return asyncio.run(self._stale_resume(thread, gate, value))
+
     # -- coroutines -----------------------------------------------------------------------------
 
     def _team(self):
+        self.record("team = build_team()")
         return build_team(self.shape, self.step, self.n, self.gates, self.hooks)
 
     async def _start(self, thread):
@@ -77,8 +129,11 @@ class Runner:
         text = self.store.latest(thread)
         if text is None:
             raise ApplicationError(f"the runner has nothing saved for thread {thread!r}")
-        state = json.loads(text)
+        state = parsed(text)
+        if shown is not None:  # a racer: its lines apart from the other racers'
+            self.kind = f"racer {os.getpid()}"
         team = self._team()
+        self.record(f"await team.load_state(load({self.name(thread)!r}))")
         await team.load_state(state)
         gate = asking(state)
         if gate is None or (shown is not None and gate != shown):
@@ -93,9 +148,32 @@ class Runner:
         text = self.store.latest(thread)
         team = self._team()
         if text is not None:
-            await team.load_state(json.loads(text))
+            self.record(f"await team.load_state(load({self.name(thread)!r}))")
+            state = parsed(text)
+            await team.load_state(state)
+        if given is None and text is not None and _unfinished(state, self.n):
+            # Nothing outstanding, yet the saved state neither asks nor is finished (only a
+            # state altered outside this application gets here): run() with no task continues
+            # a loaded team, as AgentChat documents for resuming one.
+            given = {"kind": "continue", "delivered": True}
         if given is None:
             return NOOP  # no run of this thread is outstanding: nothing to re-issue
+        return await self._drive(team, thread, given)
+
+    async def _stale_resume(self, thread, gate, value):
+        text = self.store.at_gate(thread, gate)
+        if text is None:
+            raise ApplicationError(f"the runner saved no state of {thread!r} with gate {gate} asking")
+        state = parsed(text)
+        team = self._team()
+        label = f"interrupt:t{gate}"
+        self.record(f"state = load({self.name(thread)!r}, {label!r})  # held since gate {gate} asked")
+        self.record("await team.load_state(state)")
+        await team.load_state(state)
+        if asking(state) != gate:
+            return NOOP  # the held state does not ask: nothing to answer
+        given = {"kind": "answer", "value": value, "gate": gate, "delivered": False}
+        self.book.set(thread, given)
         return await self._drive(team, thread, given)
 
     async def _fork(self, thread, gate, value, new_thread):
@@ -103,8 +181,12 @@ class Runner:
         if text is None:
             raise ApplicationError(f"the runner saved no state of {thread!r} with gate {gate} asking")
         team = self._team()
-        await team.load_state(json.loads(text))
-        self.store.save(new_thread, f"interrupt:t{gate}", text)
+        label = f"interrupt:t{gate}"
+        self.record(f"state = load({self.name(thread)!r}, {label!r})")
+        self.record("await team.load_state(state)")
+        await team.load_state(parsed(text))
+        self.record(f"save({self.name(new_thread)!r}, state, {label!r})")
+        self.store.save(new_thread, label, text)
         given = {"kind": "answer", "value": value, "gate": gate, "delivered": False}
         self.book.set(new_thread, given)
         return await self._drive(team, new_thread, given)
@@ -114,14 +196,25 @@ class Runner:
             return start_message()
         return answer_message(self.shape, given["value"], given["gate"])
 
+    @staticmethod
+    def message_source(message) -> str:
+        """``message`` as the Python that builds it."""
+        if message is None:
+            return "None"
+        fields = ", ".join(f"{k}={getattr(message, k)!r}" for k in ("source", "target", "content")
+                           if hasattr(message, k))
+        return f"{type(message).__name__}({fields})"
+
     async def _drive(self, team, thread, given):
         """Run until the workflow asks or completes, saving as the policy says."""
         task = None if given.get("delivered") else self._message(given)
         for _ in range(4 * self.n + 8):
+            self.record(f"result = await team.run(task={self.message_source(task)})")
             result = await team.run(task=task)
             how = ending(self.shape, self.n, result)
             state = await team.save_state()
             gate = asking(state) if how == "interrupted" else None
+            self.record(self._saved(thread, label_for(how, gate)))
             self.store.save(thread, label_for(how, gate), json.dumps(state))
             if how != "step":
                 self.book.set(thread, None)

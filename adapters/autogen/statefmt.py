@@ -104,43 +104,55 @@ def make_invalid(state) -> dict:
     raise BadState("nothing in the thread to make invalid")
 
 
-def rewrite(state, done, answers) -> dict:
-    """Well-formed and schema-valid, not produced by the run: make the thread's outputs say
-    ``done``/``answers`` (a changed answer, one task more, or one task less).  The manager's
-    scheduling fields (``ready``, ``current_speaker``) are left as they were."""
-    state = copy.deepcopy(state)
-    thread = manager(state)["message_thread"]
-    outputs = [m for m in thread if is_output(m)]
-    answers = dict(answers)
-    for message in outputs:
-        task = message["content"].get("task")
-        if task in answers and message["content"].get("answer") != answers[task]:
-            value = answers[task]
-            _edit_everywhere(state, message.get("id"), lambda m, v=value: m["content"].__setitem__("answer", v))
-    done = list(done)
-    if len(done) == len(outputs) + 1:
-        task = done[-1]
-        template = copy.deepcopy(outputs[-1]) if outputs else _output_template()
-        template.update(id=str(uuid.uuid4()), source=f"t{task}")
-        template["content"] = {"task": task, "out": task, "answer": answers.get(task)}
-        thread.append(template)
-    elif len(done) == len(outputs) - 1:
-        gone = outputs[-1].get("id")
-        for entry in state["agent_states"].values():
-            for key in ("message_thread", "message_buffer"):
-                if isinstance(entry, dict) and key in entry:
-                    entry[key] = [m for m in entry[key] if not (isinstance(m, dict) and m.get("id") == gone)]
+def rewrite(state, done, answers):
+    """Well-formed and schema-valid, not produced by the run: make the saved task outputs say
+    ``done``/``answers`` (a changed answer, one task more, or one task less), in the manager's
+    thread and every agent's buffer; the scheduling fields (``ready``, ...) stay as they were.
+    Self-contained: a reproduction script pastes it (``repro.py``)."""
+    state, kind = copy.deepcopy(state), "StructuredMessage[TaskOutput]"
+    agents = [a for a in state["agent_states"].values() if isinstance(a, dict)]
+    thread = next(a["message_thread"] for a in agents if "message_thread" in a)
+    lists = [a[k] for a in agents for k in ("message_thread", "message_buffer") if k in a]
+    outputs = [m for m in thread if isinstance(m, dict) and m.get("type") == kind]
+    for m in (m for messages in lists for m in messages if isinstance(m, dict)):
+        if m.get("type") == kind and m["content"].get("task") in answers:
+            m["content"]["answer"] = answers[m["content"]["task"]]
+    if len(done) == len(outputs) + 1:  # one task more: an output the run never wrote
+        t = done[-1]
+        new = copy.deepcopy(outputs[-1]) if outputs else {
+            "models_usage": None, "metadata": {}, "created_at": "2026-01-01T00:00:00Z",
+            "format_string": None, "type": kind}
+        new.update(id=str(uuid.uuid4()), source=f"t{t}",
+                   content={"task": t, "out": t, "answer": answers.get(t)})
+        thread.append(new)
+    elif len(done) == len(outputs) - 1:  # one task less: the newest output, everywhere
+        for messages in lists:
+            messages[:] = [m for m in messages if not (isinstance(m, dict) and m.get("id") == outputs[-1]["id"])]
     elif len(done) != len(outputs):
-        raise BadState(f"cannot rewrite {len(outputs)} outputs into {done!r}")
+        raise ValueError(f"cannot rewrite {len(outputs)} outputs into {done!r}")
     return state
 
 
-def _output_template() -> dict:
-    return {
-        "id": "", "source": "", "models_usage": None, "metadata": {},
-        "created_at": "2026-01-01T00:00:00Z", "content": {}, "format_string": None,
-        "type": OUTPUT_TYPE,
-    }
+def set_pending(state, pending, request: dict) -> dict:
+    """Make the pending-gate record (the gate's ``__INTERRUPT__ t<g>`` request after the newest
+    output) say ``pending`` and leave every other message as it was: ``None`` removes the open
+    request (from the manager's thread and the buffers that copy it); a gate appends
+    ``request`` (the message its team would send, ``content`` filled in here) to the thread."""
+    state = copy.deepcopy(state)
+    thread = manager(state)["message_thread"]
+    last_output = max((i for i, m in enumerate(thread) if is_output(m)), default=-1)
+    open_ = [m.get("id") for m in thread[last_output + 1:] if asked_gate(m) is not None]
+    if pending is None:
+        for entry in state["agent_states"].values():
+            for key in ("message_thread", "message_buffer"):
+                if isinstance(entry, dict) and key in entry:
+                    entry[key] = [m for m in entry[key]
+                                  if not (isinstance(m, dict) and m.get("id") in open_)]
+        return state
+    if not open_:
+        thread.append({**copy.deepcopy(request), "id": str(uuid.uuid4()),
+                       "content": f"{INTERRUPT_PREFIX} t{pending}"})
+    return state
 
 
 def corrupt(text: str) -> str:

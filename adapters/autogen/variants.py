@@ -86,18 +86,32 @@ NO_FORK_JSON = (
 )
 
 
+NO_STALE_JSON = (
+    "the JSON store keeps only the latest saved state per thread: once a gate is answered, the "
+    "state at which it asked is gone from the store, so no handle to it survives there (the "
+    "sqlite variants resume through that state, as a caller holding its copy would)"
+)
+STALE_HANDLE = (
+    "the state dict team.save_state() returned when the gate asked (its row in the store), "
+    "held after the gate was answered: load_state(it) into a fresh team, run(task=answer)"
+)
+
+
 def capabilities(variant: Variant) -> Capabilities:
     not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY}
     operations = set(OPERATIONS)
+    stale_handle = STALE_HANDLE
     if variant.options["store"] == "json":
-        operations.discard("fork")
-        not_expressible["fork"] = NO_FORK_JSON
+        operations -= {"fork", "stale_resume"}
+        not_expressible.update(fork=NO_FORK_JSON, stale_resume=NO_STALE_JSON)
+        stale_handle = ""
     return Capabilities(
         operations=frozenset(operations),
         forced_race=True,  # racers call race_ready() after load_state, before anything is written
         max_racers=3,
         not_expressible=not_expressible,
         intents={"resume": "indistinguishable", "fork": "indistinguishable"},
+        stale_handle=stale_handle,
         # The caller's store: one JSON file, or rows, per thread; a fork saves a copy of the
         # source's text under its own thread, so a tamper reaches that thread alone.
         tamper_scope="thread",

@@ -41,8 +41,34 @@ DISTRIBUTIONS = (
 class CrewAIAdapter(Adapter):
     name = "crewai"
 
+    _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
+    _probe = None
+
     def __init__(self) -> None:
         self._env: dict[str, str] | None = None
+
+    def use_store(self, factory_path: str) -> None:
+        """``--store mypkg.persist:make_persistence``: the flow persists to that factory's
+        ``FlowPersistence`` (``custom.py``).  A plain ``def`` factory only: CrewAI calls a
+        ``FlowPersistence`` synchronously."""
+        from adapters import storefactory
+        from adapters.protocol import StoreFactoryError
+
+        factory = storefactory.load(factory_path)
+        if factory.asynchronous:
+            raise StoreFactoryError(f"--store {factory_path!r}: target 'crewai' takes a plain "
+                                    "`def` factory (CrewAI calls FlowPersistence synchronously)")
+        self._store = factory
+
+    def store_probe(self):
+        """What the factory's handle offers (one call of the factory in a forked child)."""
+        from adapters import storefactory
+
+        from .custom import check_persistence
+
+        if self._probe is None:
+            self._probe = storefactory.probe(self._store, self.name, check_persistence)
+        return self._probe
 
     # -- declarations (parent) ----------------------------------------------------------------
 
@@ -67,6 +93,8 @@ class CrewAIAdapter(Adapter):
             raise ImportError(
                 "CrewAI is not installed: pip install -c constraints/crewai.txt crewai pysqlite3-binary"
             ) from exc
+        if self._store is not None:
+            self.store_probe()  # a broken factory fails here, in one line, before any case
 
     def versions(self) -> Mapping[str, str]:
         found = installed_versions(DISTRIBUTIONS)
@@ -78,12 +106,23 @@ class CrewAIAdapter(Adapter):
         except ImportError:
             found["sqlite (pysqlite3)"] = "not installed"
         found["python"] = sys.version.split()[0]
+        if self._store is not None:  # the store's package; the factory path is inert text
+            found[self._store.distribution] = self._store.version
+            found["store-factory"] = self._store.path
         return found
 
     def variants(self) -> Sequence[Variant]:
+        if self._store is not None:
+            from .custom import custom_variants
+
+            return custom_variants(self._store)
         return variants.VARIANTS
 
     def capabilities(self, variant: Variant) -> Capabilities:
+        if variant.options["backend"] == "custom":
+            from .custom import capabilities
+
+            return capabilities(self._store, self.store_probe())
         return variants.capabilities(variant)
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
@@ -99,17 +138,37 @@ class CrewAIAdapter(Adapter):
         (workdir / store.STORE).mkdir(parents=True, exist_ok=True)
         if variant.options["backend"] == "sqlite":
             use_newer_sqlite_for_checkpoints()
+        custom = None
+        if variant.options["backend"] == "custom":
+            from .custom import CustomStore
+
+            custom = CustomStore(workdir, variant.options["store_factory"])
+            custom.register()  # before the flow class is defined (its @persist() resolves it)
         module = load_flow_module(workflow, variant, sandbox_dir)
-        case = CrewAICase(variant, workflow, workdir, module)
+        case = CrewAICase(variant, workflow, workdir, module, custom=custom)
         sandbox.capture_output(sandbox_dir)  # only once the case opened: open errors stay visible
         return case
 
     def cleanup(self, variant: Variant, workdir: Path) -> None:
-        """Everything a case leaves (store, sandbox with lock files and CrewAI's data dirs) is
-        inside ``workdir``, which the engine removes; no database or service to drop."""
+        """Everything a case of the built-in stores leaves (store, sandbox with lock files and
+        CrewAI's data dirs) is inside ``workdir``, which the engine removes; a custom store's
+        factory drops what it keeps elsewhere (``StoreHandle.cleanup``)."""
+        if variant is not None and variant.options.get("backend") == "custom":
+            from .custom import cleanup
+
+            cleanup(Path(workdir), variant.options["store_factory"])
+
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
+        if variant.options.get("backend") == "custom":
+            return None  # not written yet for a custom store: the report says so
+        from .repro import reproduction
+
+        return reproduction(variant, workflow, evidence)
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        from .repro import script
+        if variant.options.get("backend") == "custom":
+            return None  # not written yet for a custom store: the report says so
+        from .repro_legacy import script
 
         return script(variant, workflow, ops)
 
@@ -130,7 +189,8 @@ def use_newer_sqlite_for_checkpoints() -> None:
 def load_flow_module(workflow: Workflow, variant: Variant, directory: Path):
     """Write the generated flow to ``directory`` and import it as a fresh module."""
     persist = str(store.FLOWS_DB) if variant.options["backend"] == "persist" else None
-    source = flow_source(workflow, persist_path=persist)
+    source = flow_source(workflow, persist_path=persist,
+                         persist_default=variant.options["backend"] == "custom")
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     name = f"resumefuzz_crewai_flow_{digest}"
     path = Path(directory) / f"{name}.py"

@@ -8,6 +8,13 @@ in ``store/sidetable.json``, so a worker killed between two operations loses not
 Every variant registers ``set_flow_persistence_factory`` to the case's ``store/flows.db``: a flow
 restored from a checkpoint comes back without its ``persistence`` and would otherwise write its
 pending-feedback row into the appdirs default database (``crewai/flow/persistence/factory.py``).
+
+Each framework call is also recorded (``record_call``) as the line a CrewAI user would write, in
+the names of ``repro.py``'s script: ``ID["run-1"]`` for a flow id (a fresh uuid on every run),
+``checkpointing("ck/run-1")`` for a ``CheckpointConfig``, ``AT_GATE["run-1", 2]`` for the
+checkpoint taken when a run paused at gate 2.  Kinds: "call" (a framework call), "id" and
+"gate" (keeping a flow id or a checkpoint for later: the script keeps the ones a later line
+reads), "read" (how ``query`` read the state).
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ from adapters.protocol import (
     Recover,
     Resume,
     SideTable,
+    StaleResume,
     Start,
     StateView,
     Workflow,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 
 from . import store
 from .flowsource import gate_of_method
@@ -41,7 +51,7 @@ class UnknownThread(HarnessError):
 
 
 class CrewAICase(Case):
-    def __init__(self, variant, workflow: Workflow, workdir: Path, module):
+    def __init__(self, variant, workflow: Workflow, workdir: Path, module, custom=None):
         from crewai.flow.async_feedback import HumanFeedbackPending
         from crewai.flow.persistence import SQLiteFlowPersistence
         from crewai.flow.persistence.factory import set_flow_persistence_factory
@@ -54,6 +64,11 @@ class CrewAICase(Case):
         self.pending_type = HumanFeedbackPending
         (self.workdir / store.STORE).mkdir(parents=True, exist_ok=True)
         self.side = SideTable(self.workdir / store.STORE)
+        self.custom = custom  # bring your own store (--store): custom.CustomStore, registered
+        if custom is not None:
+            self.persistence = custom.store
+            self.backend = "custom"
+            return
         self.persistence = SQLiteFlowPersistence(str(store.FLOWS_DB))
         set_flow_persistence_factory(lambda: SQLiteFlowPersistence(str(store.FLOWS_DB)))
 
@@ -70,28 +85,49 @@ class CrewAICase(Case):
         info = self.side.get(thread)
         if info is None:
             return StateView.of(self.workflow, (), {}, None)
+        if self.custom is not None:
+            return self.custom.query(self.workflow, info["fid"])
         state, pending_method = store.read_persisted(self.workdir, info["fid"])
+        self._rec(f"read_state({self._id(thread)}"
+                  + (f", {self._loc(thread)!r})" if self.backend != "persist" else ")"), "read")
         if self.backend != "persist":
             loc = store.latest_checkpoint(self.workdir, info["location"])
             doc = store.read_checkpoint(self.workdir, loc) if loc else None
             state = store.flow_entity(doc).get("checkpoint_state") if doc else None
         return store.view_of(self.workflow, state, pending_method)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         info = self._info(thread)
+        if self.custom is not None:  # only the store author's tamper (StoreHandle.tamper)
+            self.custom.tamper(info["fid"], how)
+            return
         view = self.query(thread)
-        edit = store.edit_for(how, self.workflow, view)
-        changed = store.tamper_persisted(self.workdir, info["fid"], edit)
-        if self.backend != "persist":
-            loc = store.latest_checkpoint(self.workdir, info["location"])
-            if loc is not None:
-                store.write_checkpoint(self.workdir, loc, self._tampered_checkpoint(loc, how, edit))
-                changed = True
+        edit = store.edit_for(how, self.workflow, view, part)
+        changed = False
+        if edit is not None:  # the state: flow_states, the pending row's copy, the checkpoint
+            changed = store.tamper_persisted(self.workdir, info["fid"], edit)
+            if self.backend != "persist":
+                loc = store.latest_checkpoint(self.workdir, info["location"])
+                if loc is not None:
+                    store.write_checkpoint(self.workdir, loc,
+                                           self._tampered_checkpoint(loc, how, edit))
+                    changed = True
+        if part is not None:  # the pending-gate record agrees with the forged state
+            pending = store.forged_durable(self.workflow, view, part).pending
+            cls = f"{self.flow_cls.__module__}.{self.flow_cls.__name__}"
+            store.set_pending(self.workdir, info["fid"], cls, pending)
+            changed = True
         if not changed:
             raise HarnessError(f"tamper({thread}): the adapter finds nothing stored for this thread")
 
     def clone_store(self, dest: Path) -> None:
-        store.clone(self.workdir, Path(dest))
+        store.clone(self.workdir, Path(dest))  # the side table (and, built in, the store)
+        if self.custom is not None:
+            self.custom.clone(Path(dest))
+
+    def close(self) -> None:
+        if self.custom is not None:
+            self.custom.close()
 
     # -- operations -------------------------------------------------------------------------------
 
@@ -104,50 +140,102 @@ class CrewAICase(Case):
             return self._recover(op)
         if isinstance(op, Fork):
             return self._fork(op)
+        if isinstance(op, StaleResume):
+            return self._stale_resume(op, hooks)
         raise HarnessError(f"CrewAICase.run: not an executing operation: {op!r}")
 
     def _start(self, op: Start) -> str:
         if self.side.get(op.thread) is not None:
             raise HarnessError(f"thread {op.thread!r} exists already")
-        if self.backend == "persist":
+        # Each call is recorded before it is made: a call that raises is part of the script.
+        if self.backend in ("persist", "custom"):
+            self._rec("flow = WorkflowFlow()")
             flow = self.flow_cls()  # @persist on the class: every method's completion is saved
         else:
+            self._rec(f"flow = WorkflowFlow(checkpoint={self._cfg_src(op.thread)}, "
+                      "persistence=persistence)")
             flow = self.flow_cls(checkpoint=self._config(op.thread), persistence=self.persistence)
         self.side.set(op.thread, {"fid": flow.state.id, "location": self._location(op.thread)})
+        self._rec(f"{self._id(op.thread)} = flow.state.id", "id")
+        self._rec("flow.kickoff()")
         return self._finish(op.thread, flow.kickoff())
 
     def _resume(self, op: Resume, hooks: Hooks) -> str:
         info = self._info(op.thread)
-        kwargs = {} if self.backend == "persist" else {"checkpoint": self._config(op.thread)}
+        kwargs = ({} if self.backend in ("persist", "custom")
+                  else {"checkpoint": self._config(op.thread)})
+        self._rec(self._from_pending_src(op.thread) + f".resume({op.value!r})")
         flow = self.flow_cls.from_pending(info["fid"], self.persistence, **kwargs)
         hooks.race_ready()  # read the pending row; resume() writes
         return self._finish(op.thread, flow.resume(op.value))
 
     def _recover(self, op: Recover) -> str:
         info = self._info(op.thread)
-        if self.backend == "persist":
+        if self.backend in ("persist", "custom"):
             # The documented @persist resume: reload the latest flow_states row under this id.
+            self._rec(f'WorkflowFlow().kickoff(inputs={{"id": {self._id(op.thread)}}})')
             return self._finish(op.thread, self.flow_cls().kickoff(inputs={"id": info["fid"]}))
-        from crewai.state.checkpoint_config import CheckpointConfig
-
         config = self._config(op.thread)
         loc = store.latest_checkpoint(self.workdir, info["location"])
         if loc is None:  # nothing checkpointed yet: re-issue the run's input under its id
+            self._rec(f"WorkflowFlow(checkpoint={self._cfg_src(op.thread)})"
+                      f'.kickoff(inputs={{"id": {self._id(op.thread)}}})')
             return self._finish(op.thread, self.flow_cls(checkpoint=config).kickoff(inputs={"id": info["fid"]}))
+        latest = f"latest_checkpoint({self._loc(op.thread)!r})"
+        return self._finish(op.thread, self._kickoff_restored(op.thread, loc, config, latest))
+
+    def _kickoff_restored(self, thread: str, loc: str, config, loc_src: str):
+        """Run the flow restored from checkpoint ``loc`` (``loc_src`` in the script), in the
+        variant's recover spelling."""
+        from crewai.state.checkpoint_config import CheckpointConfig
+
         if self.recover_spelling == "from_checkpoint":
+            self._rec(f"flow = WorkflowFlow.from_checkpoint(CheckpointConfig(restore_from={loc_src}))")
             flow = self.flow_cls.from_checkpoint(CheckpointConfig(restore_from=loc))
             flow.checkpoint = config  # restored flows come back with checkpoint=None: re-attach
-            return self._finish(op.thread, flow.kickoff())
+            self._rec(f"flow.checkpoint = {self._cfg_src(thread)}")
+            self._rec("flow.kickoff()")
+            return flow.kickoff()
         restore = config.model_copy(update={"restore_from": loc})
-        return self._finish(op.thread, self.flow_cls().kickoff(from_checkpoint=restore))
+        self._rec(f"WorkflowFlow().kickoff(from_checkpoint={self._cfg_src(thread, loc_src)})")
+        return self.flow_cls().kickoff(from_checkpoint=restore)
+
+    def _stale_resume(self, op: StaleResume, hooks: Hooks) -> str:
+        """Answer through the handle the caller kept from the pause at ``op.gate``.
+
+        ``persist``: the flow id of the ``HumanFeedbackPending`` that pause returned, posted to
+        the docs' feedback handler, ``from_pending(flow_id).resume(v)``: the same call as a
+        resume, whatever the flow asks now.  Checkpoint backends: the checkpoint location
+        written at that pause, restored in the variant's recover spelling (as ``crewai
+        checkpoint resume <location>`` restores a location); if the restored flow pauses at
+        that gate again, the answer goes to it (``from_pending(flow_id).resume(v)``).
+        """
+        if self.backend == "persist":
+            return self._resume(Resume(op.thread, value=op.value), hooks)
+        info = self._info(op.thread)
+        loc = self._gate_checkpoint(op.thread, op.gate)
+        if loc is None:
+            raise HarnessError(f"no recorded checkpoint of {op.thread!r} with gate {op.gate} pending")
+        config = self._config(op.thread)
+        at_gate = f"AT_GATE[{thread_label(op.thread)!r}, {op.gate}]"
+        result = self._kickoff_restored(op.thread, loc, config, at_gate)
+        if isinstance(result, self.pending_type) and gate_of_method(result.context.method_name) == op.gate:
+            self._record_pause(op.thread, result)
+            self._rec(self._from_pending_src(op.thread) + f".resume({op.value!r})")
+            flow = self.flow_cls.from_pending(info["fid"], self.persistence, checkpoint=config)
+            result = flow.resume(op.value)
+        return self._finish(op.thread, result)
 
     def _fork(self, op: Fork) -> str:
         source = self._info(op.thread)
         if self.side.get(op.new_thread) is not None:
             raise HarnessError(f"thread {op.new_thread!r} exists already")
-        if self.backend == "persist":
+        if self.backend in ("persist", "custom"):
             new_fid = str(uuid.uuid4())
             self.side.set(op.new_thread, {"fid": new_fid, "location": None})
+            self._rec(f"{self._id(op.new_thread)} = str(uuid.uuid4())", "id")
+            self._rec(f'WorkflowFlow().kickoff(inputs={{"id": {self._id(op.new_thread)}}}, '
+                      f"restore_from_state_id={self._id(op.thread)})")
             result = self.flow_cls().kickoff(inputs={"id": new_fid}, restore_from_state_id=source["fid"])
             kwargs = {}
         else:
@@ -157,8 +245,14 @@ class CrewAICase(Case):
             if loc is None:
                 # The adapter recorded no pause at this gate: its own loss, not CrewAI's refusal.
                 raise HarnessError(f"no recorded checkpoint of {op.thread!r} with gate {op.gate} pending")
+            new = thread_label(op.new_thread)
+            self._rec(f"flow = WorkflowFlow.fork(CheckpointConfig(restore_from="
+                      f"AT_GATE[{thread_label(op.thread)!r}, {op.gate}]), branch={new!r})")
             flow = self.flow_cls.fork(CheckpointConfig(restore_from=loc), branch=op.new_thread)
             new_fid = flow.state.id  # Flow.fork assigns a fresh uuid4
+            self._rec(f"{self._id(op.new_thread)} = flow.state.id", "id")
+            self._rec(f"AT_GATE[{new!r}, {op.gate}] = AT_GATE[{thread_label(op.thread)!r}, {op.gate}]",
+                      "gate")
             self.side.set(
                 op.new_thread,
                 {"fid": new_fid, "location": self._location(op.new_thread),
@@ -166,10 +260,13 @@ class CrewAICase(Case):
             )
             kwargs = {"checkpoint": self._config(op.new_thread)}
             flow.checkpoint = kwargs["checkpoint"]  # the branch checkpoints into its own location
+            self._rec(f"flow.checkpoint = {self._cfg_src(op.new_thread)}")
+            self._rec("flow.kickoff()")
             result = flow.kickoff()
         # The branch's gate asks again; answer the gate the fork names, and only that one.
         if isinstance(result, self.pending_type) and gate_of_method(result.context.method_name) == op.gate:
             self._record_pause(op.new_thread, result)
+            self._rec(self._from_pending_src(op.new_thread) + f".resume({op.value!r})")
             flow = self.flow_cls.from_pending(new_fid, self.persistence, **kwargs)
             result = flow.resume(op.value)
         return self._finish(op.new_thread, result)
@@ -184,7 +281,7 @@ class CrewAICase(Case):
 
     def _record_pause(self, thread: str, pending) -> None:
         """Remember the checkpoint taken at this pause: the one a later fork at the gate uses."""
-        if self.backend == "persist":
+        if self.backend in ("persist", "custom"):
             return
         gate = gate_of_method(pending.context.method_name)
         info = self.side.get(thread)
@@ -193,12 +290,35 @@ class CrewAICase(Case):
                 if store.paused_gate(store.read_checkpoint(self.workdir, loc)) == gate:
                     info.setdefault("gates", {})[str(gate)] = loc
                     self.side.set(thread, info)
+                    self._rec(f"AT_GATE[{thread_label(thread)!r}, {gate}] = "
+                              f"checkpoint_at_gate({self._loc(thread)!r}, {gate})", "gate")
                     return
             except Exception:  # noqa: BLE001 - an unreadable checkpoint is not this pause
                 continue
 
     def _gate_checkpoint(self, thread: str, gate: int) -> str | None:
         return (self.side.get(thread) or {}).get("gates", {}).get(str(gate))
+
+    # -- the call log: each call as a user writes it, in the names of repro.py's script ----------
+
+    def _rec(self, source: str, kind: str = "call") -> None:
+        record_call(self.workdir, source, kind)
+
+    @staticmethod
+    def _id(thread: str) -> str:
+        return f"ID[{thread_label(thread)!r}]"
+
+    def _loc(self, thread: str) -> str:
+        """The thread's checkpoint location as the script names it (``ck/run-1``, in its folder)."""
+        return f"ck/{thread_label(thread)}" + (".db" if self.backend == "sqlite" else "")
+
+    def _cfg_src(self, thread: str, restore_from: str | None = None) -> str:
+        return (f"checkpointing({self._loc(thread)!r}"
+                + (f", restore_from={restore_from})" if restore_from else ")"))
+
+    def _from_pending_src(self, thread: str) -> str:
+        kwargs = "" if self.backend in ("persist", "custom") else f", checkpoint={self._cfg_src(thread)}"
+        return f"WorkflowFlow.from_pending({self._id(thread)}, persistence{kwargs})"
 
     def _info(self, thread: str) -> dict:
         info = self.side.get(thread)

@@ -53,6 +53,9 @@ class WorkflowState(FlowState):
 '''
 
 PERSIST = "@persist(SQLiteFlowPersistence({path!r}))\n"
+# A custom store (--store): CrewAI's documented hook for a custom backend, the default
+# persistence that set_flow_persistence_factory registers, which @persist() resolves.
+PERSIST_DEFAULT = "@persist()\n"
 
 TASK = '''
     @{decorator}
@@ -81,10 +84,14 @@ def gate_of_method(name: str) -> int | None:
     return int(number) if prefix == "gate" and number.isdigit() else None
 
 
-def flow_source(workflow: Workflow, persist_path: str | None = None) -> str:
+def flow_source(workflow: Workflow, persist_path: str | None = None,
+                persist_default: bool = False) -> str:
     """The module text defining ``WorkflowFlow`` for ``workflow``; with ``persist_path``, the class
-    is decorated ``@persist(SQLiteFlowPersistence(persist_path))`` (class-level: every method)."""
+    is decorated ``@persist(SQLiteFlowPersistence(persist_path))`` (class-level: every method);
+    with ``persist_default``, ``@persist()`` (the registered default persistence)."""
     persist = PERSIST.format(path=persist_path) if persist_path else ""
+    if persist_default:
+        persist = PERSIST_DEFAULT
     parts = [HEADER.replace("{persist}", persist)]
     previous = None
     for t in range(1, workflow.n + 1):

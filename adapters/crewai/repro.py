@@ -1,416 +1,403 @@
-"""``repro_script``: a standalone script (CrewAI's API only, no resumefuzz) that replays a trace.
+"""A CrewAI Flows finding as a short script: the flow, the calls the case made, the check.
 
-The script embeds the very flow the fuzzer ran (``flowsource``), switches telemetry off and keeps
-every file in a temporary directory before it imports CrewAI, then runs each executing operation
-in a forked child (so a ``sigkill`` crash point kills only that child) and prints the outcome, the
-effects (from an append-only file that survives the kill) and the stored state after each step.
+``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from
+the definitions below (pasted into the script by name with ``inspect.getsource``: each is real
+code) and the calls ``case.py`` recorded while the engine replayed the trace
+(``WorkflowFlow.from_pending(ID['run-1'], persistence).resume('a')``).  A flow id is a fresh
+uuid on every run, so the script keeps it in ``ID`` by run name; the checkpoint a run paused at
+is found again by what it records (``checkpoint_at_gate``), the latest one as ``crewai checkpoint
+resume <location>`` picks it (``latest_checkpoint``).
+
+The flow class itself is written per workflow (``flow_class``): one ``@start``/``@listen`` chain,
+a ``@human_feedback`` method before each gated task whose provider pauses durably, every task
+calling ``task_body``.  Each step runs in a fresh ``contextvars`` context, as the case runs each
+operation: ``Flow.from_checkpoint`` and ``Flow.fork`` attach their runtime state to the caller's
+context, and later flows in it would join that state.
+
+Written for every variant and every operation but tampering and twin recovery (those fall back
+to the older unchecked script, ``repro_legacy.py``).  A forced race holds its racers at a
+``multiprocessing.Barrier`` between ``from_pending`` (the read) and ``resume`` (the write), as
+the case's ``race_ready`` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from adapters.protocol import Op, Variant, Workflow
-
-from . import sandbox, store
-from .case import ON_EVENTS
-from .flowsource import flow_source
-
-TEMPLATE = r'''#!/usr/bin/env python3
-"""Replays a resumefuzz trace on CrewAI Flows, variant {variant_name!s}.
-
-{description}
-Requires: {requirements}. No LLM, no network: every task is plain Python that appends its
-effect to effects.jsonl.  Run: python this_script.py
-"""
-import contextvars, glob, importlib.util, json, multiprocessing, os, shutil, signal, sqlite3, sys, tempfile
-
-WORK = tempfile.mkdtemp(prefix="crewai-repro-")
-os.environ.update({switches})
-for key in ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TMPDIR"):
-    os.environ[key] = os.path.join(WORK, "sandbox", key.lower())
-    os.makedirs(os.environ[key], exist_ok=True)
-os.environ["CREWAI_STORAGE_DIR"] = "crewai-storage"
-tempfile.tempdir = os.environ["TMPDIR"]
-os.chdir(WORK)
-os.makedirs("store", exist_ok=True)
-
-OPTIONS = {options}
-WORKFLOW = {workflow}
-OPS = {ops}
-FLOWS_DB = "store/flows.db"
-ON_EVENTS = {on_events}
-FLOW_SOURCE = {source}
-
-with open("repro_flow.py", "w") as f:
-    f.write(FLOW_SOURCE)
-spec = importlib.util.spec_from_file_location("repro_flow", "repro_flow.py")
-flowmod = importlib.util.module_from_spec(spec)
-sys.modules["repro_flow"] = flowmod
-spec.loader.exec_module(flowmod)
+import inspect
+import json
+import os
+import re
+import shelve
+from dataclasses import replace
 
 from crewai.flow.async_feedback import HumanFeedbackPending
-from crewai.flow.persistence import SQLiteFlowPersistence
-from crewai.flow.persistence.factory import set_flow_persistence_factory
+from crewai.flow.flow import FlowState
 from crewai.state.checkpoint_config import CheckpointConfig
-from crewai.state.provider.json_provider import JsonProvider
-from crewai.state.provider.sqlite_provider import SqliteProvider
-from crewai.events.utils.console_formatter import ConsoleFormatter
 
-ConsoleFormatter.print_panel = lambda *args, **kwargs: None  # quiet: flow panels ignore verbose
+from adapters.protocol import installed_versions
+from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
+from adapters.toolkit.script import Script, check_for, header, step_of, without_docstring
 
-if OPTIONS["backend"] == "sqlite":  # SqliteProvider needs SQLite >= 3.45 (jsonb)
-    import pysqlite3.dbapi2 as newer_sqlite
-    import crewai.state.provider.sqlite_provider as _provider
-    _provider.sqlite3 = newer_sqlite
+from . import sandbox
+from .case import ON_EVENTS
 
-Flow = flowmod.WorkflowFlow
-P = SQLiteFlowPersistence(FLOWS_DB)
-set_flow_persistence_factory(lambda: SQLiteFlowPersistence(FLOWS_DB))
-SIDE = "store/sidetable.json"
+PINNED = ("crewai",)
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
+BAD_OUTPUT, PROVIDER, SQLITE = None, None, None  # the script's glue sets these
+persistence = None  # the script's glue: SQLiteFlowPersistence("flows.db")
 
 
-class Crash(Exception):
-    pass
+# -- what the script contains --------------------------------------------------------------------
 
 
-class Hooks:
-    def __init__(self, op, branch):
-        self.crash, self.bad, self.branch, self.last = op.get("crash"), op.get("bad_output"), branch, None
-
-    def _point(self, task, phase):
-        c = self.crash
-        if c and (c["task"], c["phase"]) == (task, phase):
-            self.crash = None
-            print(f"    crash point: task {{task}} {{phase}} ({{c['kind']}})", flush=True)
-            if c["kind"] == "sigkill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            raise Crash(f"injected at task {{task}} {{phase}}")
-
-    def task_begins(self, t):
-        if self.last is not None and self.last != t:
-            done, self.last = self.last, None
-            self._point(done, "after_commit")
-        self._point(t, "before_effect")
-
-    def effect(self, t, v):
-        with open(os.path.join(WORK, "effects.jsonl"), "a") as f:
-            f.write(json.dumps([self.branch, t, v]) + "\n")
-        self.last = t
-        self._point(t, "in_flight")
-
-    def output(self, t, v):
-        return "<bad>" if self.bad == t else t
-
-    def returned(self):
-        if self.last is not None:
-            self._point(self.last, "after_commit")
+class WorkflowState(FlowState):
+    done: list[int] = []
+    answers: dict[int, str] = {}
 
 
-def side():
-    return json.load(open(SIDE)) if os.path.exists(SIDE) else {{}}
+class PendingProvider:
+    """Asked for feedback, it pauses the flow durably (no console, no LLM)."""
+
+    def request_feedback(self, context, flow):
+        raise HumanFeedbackPending(context=context)
 
 
-def set_side(thread, info):
-    data = side()
-    data[thread] = info
-    with open(SIDE + ".tmp", "w") as f:
-        json.dump(data, f)
-    os.replace(SIDE + ".tmp", SIDE)
+def task_body(state, t, value):
+    """Task t: its one effect (with the answer, if it is a gate), then its result in the state."""
+    effect(t, value)
+    if t not in state.done:  # a re-run shows in the effects, not as a duplicate
+        state.done = [*state.done, t]
+    if value is not None:
+        state.answers = {**state.answers, t: value}
+    return t
 
 
-def location(thread):
-    return {{"json": f"store/ck/{{thread}}", "sqlite": f"store/ck/{{thread}}.db"}}.get(OPTIONS["backend"])
+def task_body_bad_output(state, t, value):
+    """``task_body``; task ``BAD_OUTPUT`` writes a value outside the state schema (a string
+    where the schema has a task number)."""
+    effect(t, value)
+    out = "<bad>" if t == BAD_OUTPUT else t
+    if out not in state.done:
+        state.done = [*state.done, out]
+    if value is not None:
+        state.answers = {**state.answers, t: value}
+    return out
 
 
-def config(thread):
-    provider = JsonProvider() if OPTIONS["backend"] == "json" else SqliteProvider()
-    return CheckpointConfig(location=location(thread), provider=provider, on_events=list(ON_EVENTS))
+def task_body_crashing(state, t, value):
+    """``task_body_bad_output``, with the points where a run may be made to fail."""
+    crash_point(t, "before its effect")
+    effect(t, value)
+    crash_point(t, "after its effect")
+    out = "<bad>" if t == BAD_OUTPUT else t
+    if out not in state.done:
+        state.done = [*state.done, out]
+    if value is not None:
+        state.answers = {**state.answers, t: value}
+    return out
 
 
-def checkpoints(loc):
-    """Oldest first, as `crewai checkpoint resume <location>` orders them (mtime / rowid)."""
-    if loc.endswith(".db"):
-        if not os.path.exists(loc):
-            return []
-        conn = newer_sqlite.connect(loc)
-        try:
-            return [f"{{loc}}#{{r[0]}}" for r in conn.execute("SELECT id FROM checkpoints ORDER BY rowid")]
-        except Exception:
-            return []
-        finally:
-            conn.close()
-    files = glob.glob(os.path.join(loc, "**", "*.json"), recursive=True)
-    return sorted(files, key=lambda p: (os.stat(p).st_mtime_ns, p))
+def checkpointing(location, restore_from=None):
+    """Checkpoint into ``location`` whenever a method finishes or the flow pauses."""
+    return CheckpointConfig(location=location, provider=PROVIDER(), restore_from=restore_from,
+                            on_events=["method_execution_finished", "method_execution_paused"])
 
 
-def read_checkpoint(loc):
-    if "#" in loc:
-        db, cid = loc.rsplit("#", 1)
-        conn = newer_sqlite.connect(db)
-        try:
-            return json.loads(conn.execute("SELECT json(data) FROM checkpoints WHERE id = ?", (cid,)).fetchone()[0])
-        finally:
-            conn.close()
-    return json.load(open(loc))
+# The script carries one of each pair, as ``checkpoints`` and ``read_checkpoint``.
 
 
-def paused_gate(doc):
-    if doc.get("trigger") != "method_execution_paused":
+def checkpoints_json(location):
+    """Every checkpoint file under ``location``, oldest first, as ``crewai checkpoint resume``
+    orders them (by modification time)."""
+    files = [os.path.join(d, f) for d, _, names in os.walk(location) for f in names if f.endswith(".json")]
+    return sorted(files, key=lambda path: (os.stat(path).st_mtime_ns, path))
+
+
+def checkpoints_sqlite(location):
+    """Every checkpoint row in the file ``location``, oldest first (by rowid), as
+    ``file.db#id``, the form ``restore_from`` takes."""
+    if not os.path.exists(location):
+        return []
+    rows = SQLITE.connect(location).execute("SELECT id FROM checkpoints ORDER BY rowid")
+    return [f"{location}#{row[0]}" for row in rows]
+
+
+def read_checkpoint_json(loc):
+    with open(loc) as f:
+        return json.load(f)
+
+
+def read_checkpoint_sqlite(loc):
+    path, checkpoint_id = loc.rsplit("#", 1)
+    row = SQLITE.connect(path).execute("SELECT json(data) FROM checkpoints WHERE id = ?",
+                                       (checkpoint_id,)).fetchone()
+    return json.loads(row[0])
+
+
+checkpoints = read_checkpoint = None  # the script's own: one of the pairs above
+
+
+def latest_checkpoint(location):
+    return checkpoints(location)[-1]
+
+
+def checkpoint_at_gate(location, gate):
+    """The newest checkpoint written when the flow paused at ``gate_<gate>``."""
+    for loc in reversed(checkpoints(location)):
+        doc = read_checkpoint(loc)
+        nodes = (doc.get("event_record") or {}).get("nodes") or {}
+        paused = [n["event"] for n in nodes.values() if n["event"]["type"] == "method_execution_paused"]
+        if doc.get("trigger") == "method_execution_paused" and paused and max(
+                paused, key=lambda e: (e["timestamp"], e["emission_sequence"]))["method_name"] == f"gate_{gate}":
+            return loc
+
+
+def read_state(flow_id, location=None):
+    """Tasks done, answers and the pending gate, as stored: the flow's latest saved state (with
+    ``location``: its latest checkpoint's) and its pending feedback."""
+    state = persistence.load_state(flow_id)
+    if location is not None:
+        found = checkpoints(location)
+        entities = read_checkpoint(found[-1])["entities"] if found else []
+        state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
+    pending = persistence.load_pending_feedback(flow_id)
+    state = state or {"done": [], "answers": {}}
+    return {"done": state["done"], "answers": {str(t): v for t, v in state["answers"].items()},
+            "pending": int(pending[1].method_name.split("_")[1]) if pending else None}
+
+
+class Kept:
+    """Values kept in a file: what one child process keeps there, the processes after it read."""
+
+    def __init__(self, name): self.path = os.path.join(WORKDIR, name)
+
+    def __getitem__(self, key):
+        with shelve.open(self.path) as kept: return kept[repr(key)]
+
+    def __setitem__(self, key, value):
+        with shelve.open(self.path) as kept: kept[repr(key)] = value
+
+
+def outcome(result):
+    return "interrupted" if isinstance(result, HumanFeedbackPending) else "completed"
+
+
+# -- composing it ----------------------------------------------------------------------------------
+
+
+def flow_class(workflow, persist: bool, body: str) -> str:
+    """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
+    task is a ``@human_feedback`` method that pauses, and the task listening to it."""
+    lines = ['@persist(SQLiteFlowPersistence("flows.db"))'] if persist else []
+    lines += ["class WorkflowFlow(Flow[WorkflowState]):",
+              "    _skip_auto_memory = True  # no Memory: it would import lancedb"]
+    previous = None
+    for t in range(1, workflow.n + 1):
+        listen = "@start()" if previous is None else f"@listen({previous})"
+        value = "None"
+        if t in workflow.gates:
+            crash = [f'        crash_point({t}, "before its effect")'] if body == "task_body_crashing" else []
+            lines += [f"    {listen}",
+                      f'    @human_feedback(message="gate {t}", provider=PendingProvider())',
+                      *([f"    def gate_{t}(self):", *crash, f'        return "gate {t}"'] if crash
+                        else [f'    def gate_{t}(self): return "gate {t}"'])]
+            listen, value = f"@listen(gate_{t})", "self.last_human_feedback.feedback"
+        lines += [f"    {listen}", f"    def task_{t}(self): return {body}(self.state, {t}, {value})"]
+        previous = f"task_{t}"
+    return "\n".join(lines)
+
+
+def _source(*objects, backend: str = "persist") -> str:
+    """The objects' source; ``checkpoints`` and ``read_checkpoint`` are the backend's pair."""
+    out = []
+    for o in objects:
+        if isinstance(o, str):  # checkpoints, read_checkpoint
+            o = globals()[f"{o}_{backend}"]
+            out.append(without_docstring(inspect.getsource(o)).replace(o.__name__, o.__name__.rsplit("_", 1)[0], 1))
+        else:
+            out.append(without_docstring(inspect.getsource(o)))
+    return "\n".join(out)
+
+
+def _setup(backend: str, n: int, gates, restored: bool) -> list:
+    """Before CrewAI is imported: every file it writes goes into WORKDIR (the current directory
+    and HOME), and nothing phones home (telemetry, tracing, the PyPI version check)."""
+    switches = {k: v for k, v in sandbox.SWITCHES.items() if v}
+    lines = ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME",
+             f"os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR, **{switches!r})"
+             "  # no telemetry, tracing or version check",
+             "from crewai.flow.async_feedback import HumanFeedbackPending",
+             f"from crewai.flow.flow import Flow, FlowState{', listen' if n > 1 or gates else ''}, start",
+             *(["from crewai.flow.human_feedback import human_feedback"] if gates else []),
+             "from crewai.flow.persistence import SQLiteFlowPersistence"
+             + (", persist" if backend == "persist" else "")]
+    if restored:
+        lines.append("from crewai.flow.persistence.factory import set_flow_persistence_factory")
+    if backend != "persist":
+        lines.append("from crewai.state.checkpoint_config import CheckpointConfig")
+    if backend == "json":
+        lines.append("from crewai.state.provider.json_provider import JsonProvider as PROVIDER")
+    if backend == "sqlite":
+        lines += ["from crewai.state.provider import sqlite_provider",
+                  "from crewai.state.provider.sqlite_provider import SqliteProvider as PROVIDER",
+                  "import pysqlite3.dbapi2 as SQLITE",
+                  "sqlite_provider.sqlite3 = SQLITE  # it stores jsonb(): SQLite >= 3.45, not every "
+                  "Python's"]
+    return lines
+
+
+def _kept(calls: tuple, reads_state: bool) -> list:
+    """Per operation, the ``ID[...] = ...`` and ``AT_GATE[...] = ...`` lines (kinds "id" and
+    "gate": a flow id, the checkpoint a run paused at) that a later line reads; the others say
+    nothing and are left out."""
+    # A state check reads the last operation's thread: its read keeps that run's id.
+    last = calls[-1] if calls and reads_state else ()
+    kept, later = [], " ".join(src for kind, src in last if kind == "read")
+    for entries in reversed(calls):
+        mine = set()
+        for kind, src in reversed(entries):
+            name, _, value = src.partition(" = ")
+            if kind in ("id", "gate") and name in later:
+                mine.add((kind, src))
+                later = later.replace(name, "") + " " + value  # earlier lines see an older value
+            elif kind == "call":
+                later += " " + src
+        kept.append(mine)
+    return kept[::-1]
+
+
+# The check's words (adapters.toolkit.script), as a CrewAI user says them.
+WORDS = (
+    (r"stops at an interrupt", "pauses for feedback (returns HumanFeedbackPending)"),
+    (r"runs to the end", "completes"),
+    (r"task (\d+) ran with ", r"task_\1 ran with feedback "),
+    (r"task (\d+) (ran|answered)", r"task_\1 \2"),
+    (r"the interrupt of task (\d+) pending", r"gate_\1 waiting for feedback"),
+    (r"nothing pending", "no feedback pending"),
+    (r"tasks done: ", "state.done: "),
+)
+
+
+def in_crewai_terms(check, calls: list):
+    """``check`` with its expected and observed text in CrewAI's words, naming the call that
+    diverged (``kickoff()``, ``resume('a')``) rather than "the call"."""
+    last = (re.findall(r"\.(kickoff\(\)|resume\('[^']*'\)|kickoff)", calls[-1]) or ["the call"])[-1] \
+        if calls else "the call"
+    name = "kickoff()" if last == "kickoff" else last
+
+    def say(text):
+        for pattern, words in WORDS:
+            text = re.sub(pattern, words, text)
+        return text.replace("the call ", f"{name} ", 1)
+    return replace(check, expected=say(check.expected), observed=say(check.observed))
+
+
+def _held(call: str) -> tuple:
+    """A forced racer's ``X.resume(v)`` as ``flow = X``, the barrier, ``flow.resume(v)``: every
+    racer reads the pending feedback before any resumes."""
+    read, _, value = call.rpartition(".resume(")
+    return (f"flow = {read}", "BARRIER.wait()", f"flow.resume({value}")
+
+
+def _joined(calls: list) -> list:
+    """``flow = X`` then ``flow.kickoff()`` -> ``X.kickoff()`` (nothing else reads ``flow``)."""
+    out = []
+    for src in calls:
+        if src == "flow.kickoff()" and out and out[-1].startswith("flow = "):
+            src = out.pop().removeprefix("flow = ") + ".kickoff()"
+        out.append(src)
+    return out
+
+
+def reproduction(variant, workflow, evidence) -> str | None:
+    options = dict(variant.options)
+    backend = options["backend"]
+    ops = evidence.ops[: evidence.step + 1]
+    if evidence.step >= len(evidence.observed) or any(op.name not in SUPPORTED_OPS for op in ops):
         return None
-    events = [n["event"] for n in doc["event_record"]["nodes"].values()
-              if n["event"]["type"] == "method_execution_paused"]
-    name = max(events, key=lambda e: (e["timestamp"], e["emission_sequence"]))["method_name"]
-    return int(name.split("_")[1])
+    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
+    if check is not None and check.aspect == "outcome" and evidence.observed[evidence.step].outcome == "crashed":
+        # The crash point is ours; that it was reached at all says which task ran again: say
+        # that (the effects) when it tells the observation apart too.
+        check = check_for(evidence, state_readable=True, outcome_readable=False) or check
+    if check is None:
+        return None
+    step_calls = [src for kind, src in (evidence.calls[evidence.step] if evidence.step < len(evidence.calls)
+                                        else ()) if kind == "call"]
+    check = in_crewai_terms(check, step_calls)
+    kept = _kept(evidence.calls[: len(ops)], check.aspect == "state")
+    steps = []
+    for i, op in enumerate(ops):
+        entries = evidence.calls[i] if i < len(evidence.calls) else ()
+        calls = _joined([src for kind, src in entries if kind == "call" or (kind, src) in kept[i]])
+        if op.name not in ("query", "race") and not calls:
+            return None  # the adapter failed before any framework call: nothing to repeat
+        racers = ()
+        if op.name == "race":
+            calls = [src for kind, src in entries if kind == "call"]
+            if len(calls) != len(op.values):
+                return None  # a racer that made no call, or more than one
+            racers, calls = tuple(_held(c) if op.forced else (c,) for c in calls), []
+        steps.append(step_of(evidence, i, calls if op.name != "query" else (), racers=racers))
+        if i == evidence.step and check.aspect == "state":
+            reads = [src for kind, src in entries if kind == "read"]
+            if not reads:
+                return None
+            check = replace(check, state_src=reads[-1])
+    body = (task_body_crashing if any(s.crash for s in steps) else
+            task_body_bad_output if any(s.bad_output for s in steps) else task_body)
+    text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
+    text += " " + check.state_src
+    readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
+                           checkpoint_at_gate, read_state) if _needed(f, text, backend)]
+    if check.aspect == "outcome":
+        readers.append(outcome)
+    # CrewAI's event bus runs threads that a fork does not copy: a child forked from a process
+    # that ran a flow hangs.  So when a step must run in a child (a race, a SIGKILL), every step
+    # does, and the ids they keep go through a file.
+    isolated = any(s.racers or (s.crash and s.crash[2] == "sigkill") for s in steps)
+    kept = (lambda name: f"Kept({name!r})") if isolated else (lambda name: "{}")
+    if isolated and "[" in text:
+        readers.append(Kept)
+    # A flow restored from a checkpoint has no persistence of its own: CrewAI asks a factory.
+    restored = backend != "persist" and any(w in text for w in ("from_checkpoint", ".fork("))
+    forced = any(op.name == "race" and op.forced for op in ops)
+    glue = [*([f"BARRIER = multiprocessing.Barrier({max(len(s.racers) for s in steps)})"
+               "  # racers wait here until all have read"] if forced else []),
+            *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
+              if body is not task_body else []),
+            flow_class(workflow, backend == "persist", body.__name__),
+            *(['persistence = SQLiteFlowPersistence("flows.db")']
+              if "persistence" in text or read_state in readers else []),
+            *(['set_flow_persistence_factory(lambda: SQLiteFlowPersistence("flows.db"))'
+               "  # for restored flows"] if restored else []),
+            *([f"ID = {kept('ids')}  # flow ids by run"] if "ID[" in text else []),
+            *([f"AT_GATE = {kept('gates')}  # the checkpoint each run paused at, by gate"]
+              if "AT_GATE[" in text else [])]
+    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
+    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
+    if backend == "sqlite":
+        pins += f" pysqlite3-binary=={versions.get('pysqlite3-binary', '0.5.4')}"
+    return Script(
+        header=header("CrewAI Flows", variant.description, evidence, pins),
+        imports=(),  # after the environment is set: in the workflow part
+        workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored),
+                                _source(WorkflowState, *([PendingProvider] if workflow.gates else []),
+                                        body, *readers, backend=backend), *glue]),
+        steps=tuple(steps),
+        check=check,
+        stdlib=("os", "tempfile", *(["json"] if "read_checkpoint" in readers else []),
+                *(["uuid"] if "uuid." in text else []), *(["shelve"] if Kept in readers else []),
+                *(["multiprocessing"] if forced else [])),
+        fresh_context=not isolated,
+        isolated=isolated,
+    ).source()
 
 
-def finish(thread, result):
-    if isinstance(result, HumanFeedbackPending):
-        gate = int(result.context.method_name.split("_")[1])
-        if OPTIONS["backend"] != "persist":
-            info = side()[thread]
-            for loc in reversed(checkpoints(info["location"])):
-                try:
-                    if paused_gate(read_checkpoint(loc)) == gate:
-                        info.setdefault("gates", {{}})[str(gate)] = loc
-                        set_side(thread, info)
-                        break
-                except Exception:
-                    continue
-        return f"interrupted (gate {{gate}} pending)"
-    return "completed"
-
-
-def run(op, barrier=None):
-    kind, thread = op["op"], op["thread"]
-    if kind == "start":
-        flow = Flow() if OPTIONS["backend"] == "persist" else Flow(checkpoint=config(thread), persistence=P)
-        set_side(thread, {{"fid": flow.state.id, "location": location(thread)}})
-        return finish(thread, flow.kickoff())
-    info = side()[thread]
-    if kind == "resume":
-        kwargs = {{}} if OPTIONS["backend"] == "persist" else {{"checkpoint": config(thread)}}
-        flow = Flow.from_pending(info["fid"], P, **kwargs)
-        if barrier is not None:
-            barrier.wait()  # every racer has read the pending row; none has written
-        return finish(thread, flow.resume(op["value"]))
-    if kind == "recover":
-        if OPTIONS["backend"] == "persist":
-            return finish(thread, Flow().kickoff(inputs={{"id": info["fid"]}}))
-        found = checkpoints(info["location"])
-        if not found:
-            return finish(thread, Flow(checkpoint=config(thread)).kickoff(inputs={{"id": info["fid"]}}))
-        print(f"    restoring {{found[-1]}}")
-        if OPTIONS["recover"] == "from_checkpoint":
-            flow = Flow.from_checkpoint(CheckpointConfig(restore_from=found[-1]))
-            flow.checkpoint = config(thread)
-            return finish(thread, flow.kickoff())
-        restore = config(thread).model_copy(update={{"restore_from": found[-1]}})
-        return finish(thread, Flow().kickoff(from_checkpoint=restore))
-    if kind == "fork":
-        new, gate = op["new_thread"], op["gate"]
-        if OPTIONS["backend"] == "persist":
-            import uuid
-            new_fid = str(uuid.uuid4())
-            set_side(new, {{"fid": new_fid, "location": None}})
-            result = Flow().kickoff(inputs={{"id": new_fid}}, restore_from_state_id=info["fid"])
-            kwargs = {{}}
-        else:
-            loc = info.get("gates", {{}}).get(str(gate))
-            print(f"    forking {{loc}}")
-            flow = Flow.fork(CheckpointConfig(restore_from=loc), branch=new)
-            new_fid = flow.state.id
-            set_side(new, {{"fid": new_fid, "location": location(new), "gates": {{str(gate): loc}}}})
-            kwargs = {{"checkpoint": config(new)}}
-            flow.checkpoint = kwargs["checkpoint"]
-            result = flow.kickoff()
-        if isinstance(result, HumanFeedbackPending) and result.context.method_name == f"gate_{{gate}}":
-            result = Flow.from_pending(new_fid, P, **kwargs).resume(op["value"])
-        return finish(new, result)
-    raise ValueError(kind)
-
-
-def child(op, branch, conn, barrier=None):
-    flowmod.H = Hooks(op, branch)
-    try:
-        outcome = contextvars.copy_context().run(run, op, barrier)
-        flowmod.H.returned()
-    except BaseException as exc:
-        chain, e = [], exc
-        while e is not None:
-            chain.append(e)
-            e = e.__cause__ or e.__context__
-        outcome = "crashed" if any(isinstance(e, Crash) for e in chain) else f"rejected ({{type(exc).__name__}}: {{exc}})"
-    conn.send(outcome)
-
-
-def in_child(op, branch, workdir=None, barrier=None):
-    ctx = multiprocessing.get_context("fork")
-    parent, conn = ctx.Pipe()
-    here = os.getcwd()
-    if workdir:
-        os.chdir(workdir)
-    proc = ctx.Process(target=child, args=(op, branch, conn, barrier))
-    proc.start()
-    conn.close()
-    os.chdir(here)
-    return proc, parent
-
-
-def wait(proc, parent):
-    proc.join()
-    try:
-        if parent.poll():
-            return parent.recv()
-    except EOFError:
-        pass
-    return f"crashed (child exit {{proc.exitcode}})"
-
-
-def query(thread, workdir="."):
-    path = lambda p: os.path.join(workdir, p)
-    sidetable = json.load(open(path(SIDE))) if os.path.exists(path(SIDE)) else {{}}
-    info = sidetable.get(thread)
-    if info is None:
-        return "nothing stored"
-    conn = sqlite3.connect(path(FLOWS_DB))
-    try:
-        row = conn.execute("SELECT state_json FROM flow_states WHERE flow_uuid = ? ORDER BY id DESC LIMIT 1", (info["fid"],)).fetchone()
-        pend = conn.execute("SELECT context_json FROM pending_feedback WHERE flow_uuid = ?", (info["fid"],)).fetchone()
-    finally:
-        conn.close()
-    try:
-        state = json.loads(row[0]) if row else None
-        if OPTIONS["backend"] != "persist":
-            here = os.getcwd()
-            os.chdir(workdir)
-            try:
-                found = checkpoints(info["location"])
-                doc = read_checkpoint(found[-1]) if found else None
-            finally:
-                os.chdir(here)
-            state = next(e for e in doc["entities"] if e["entity_type"] == "flow")["checkpoint_state"] if doc else None
-    except Exception as exc:
-        return f"unreadable ({{type(exc).__name__}}: {{exc}})"
-    pending = json.loads(pend[0])["method_name"] if pend else None
-    return f"state={{state}} pending={{pending}}"
-
-
-def tamper(thread, how):
-    """Alter the thread's latest stored state directly (SQL / file edits), not through CrewAI."""
-    info = side()[thread]
-
-    def edit(state):
-        if how == "corrupt":
-            return None
-        if how == "invalid":
-            if state.get("answers"):
-                state["answers"][sorted(state["answers"])[-1]] = "<not-a-value>"
-            else:
-                state["done"] = state.get("done", []) + [WORKFLOW["n"] + 1]
-        else:  # forged: a different answer for the last gate, else the next task marked done
-            if state.get("answers"):
-                k = sorted(state["answers"])[-1]
-                v = state["answers"][k]
-                state["answers"][k] = next(x for x in WORKFLOW["values"] + [v + "'"] if x != v)
-            else:
-                state["done"] = state.get("done", []) + [len(state.get("done", [])) + 1]
-        return state
-
-    conn = sqlite3.connect(FLOWS_DB)
-    with conn:
-        for table in ("flow_states", "pending_feedback"):
-            row = conn.execute(f"SELECT id, state_json FROM {{table}} WHERE flow_uuid = ? ORDER BY id DESC LIMIT 1", (info["fid"],)).fetchone()
-            if row:
-                new = edit(json.loads(row[1]))
-                conn.execute(f"UPDATE {{table}} SET state_json = ? WHERE id = ?", (row[1][: len(row[1]) // 2] if new is None else json.dumps(new), row[0]))
-    conn.close()
-    if OPTIONS["backend"] == "persist":
-        return
-    found = checkpoints(info["location"])
-    if not found:
-        return
-    loc = found[-1]
-    doc = read_checkpoint(loc)
-    flow = next(e for e in doc["entities"] if e["entity_type"] == "flow")
-    new = edit(flow.get("checkpoint_state") or {{}})
-    if "#" in loc:
-        db, cid = loc.rsplit("#", 1)
-        c = newer_sqlite.connect(db)
-        with c:
-            if new is None:
-                c.execute("UPDATE checkpoints SET data = ? WHERE id = ?", (b"\x00not jsonb", cid))
-            else:
-                flow["checkpoint_state"] = new
-                c.execute("UPDATE checkpoints SET data = jsonb(?) WHERE id = ?", (json.dumps(doc), cid))
-        c.close()
-    else:
-        st = os.stat(loc)
-        raw = open(loc, "rb").read()
-        if new is None:
-            data = raw[: len(raw) // 2]
-        else:
-            flow["checkpoint_state"] = new
-            data = json.dumps(doc).encode()
-        open(loc, "wb").write(data)
-        os.utime(loc, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
-def effects_since(mark):
-    try:
-        lines = open(os.path.join(WORK, "effects.jsonl")).read().splitlines()
-    except FileNotFoundError:
-        lines = []
-    return [tuple(json.loads(line)) for line in lines[mark:]], len(lines)
-
-
-def main():
-    mark = 0
-    print(f"workdir: {{WORK}}")
-    for i, op in enumerate(OPS, 1):
-        print(f"op {{i}}: {{json.dumps(op)}}")
-        kind = op["op"]
-        if kind in ("start", "resume", "recover", "fork"):
-            branch = op.get("new_thread") or op["thread"]
-            print(f"  outcome: {{wait(*in_child(op, branch))}}")
-        elif kind == "race":
-            ctx = multiprocessing.get_context("fork")
-            barrier = ctx.Barrier(len(op["values"])) if op.get("forced") else None
-            kids = [in_child({{"op": "resume", "thread": op["thread"], "value": v}}, op["thread"], barrier=barrier)
-                    for v in op["values"]]
-            print(f"  outcomes: {{[wait(*kid) for kid in kids]}}")
-        elif kind == "twin_recover":
-            twin = WORK + "-twin"
-            shutil.rmtree(twin, ignore_errors=True)
-            shutil.copytree("store", os.path.join(twin, "store"), copy_function=shutil.copy2)
-            rec = {{"op": "recover", "thread": op["thread"]}}
-            print(f"  outcome (store): {{wait(*in_child(rec, op['thread']))}}")
-            print(f"  outcome (byte-identical copy): {{wait(*in_child(rec, op['thread'] + '~twin', workdir=twin))}}")
-            print(f"  copy's state: {{query(op['thread'], twin)}}")
-        elif kind == "tamper":
-            tamper(op["thread"], op["how"])
-            print(f"  tampered ({{op['how']}})")
-        fired, mark = effects_since(mark)
-        print(f"  effects: {{fired}}")
-        print(f"  state of {{op.get('new_thread') or op['thread']}}: {{query(op.get('new_thread') or op['thread'])}}")
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def script(variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str:
-    persist = str(store.FLOWS_DB) if variant.options["backend"] == "persist" else None
-    requirements = "crewai==1.15.30" + (" pysqlite3-binary" if variant.options["backend"] == "sqlite" else "")
-    return TEMPLATE.format(
-        variant_name=variant.name,
-        description=variant.description,
-        requirements=requirements,
-        switches=repr(dict(sandbox.SWITCHES)),
-        options=repr(dict(variant.options)),
-        workflow=repr(workflow.to_json()),
-        ops=repr([op.to_json() for op in ops]),
-        on_events=repr(list(ON_EVENTS)),
-        source=repr(flow_source(workflow, persist_path=persist)),
-    )
+def _needed(f, text: str, backend: str) -> bool:
+    """Does the script need reader ``f``: one of its calls (or a reader it needs) calls it?"""
+    reads_checkpoints = backend != "persist" and "read_state(" in text
+    if f == "checkpoints":
+        return reads_checkpoints or "latest_checkpoint(" in text or "checkpoint_at_gate(" in text
+    if f == "read_checkpoint":
+        return reads_checkpoints or "checkpoint_at_gate(" in text
+    return f.__name__ + "(" in text

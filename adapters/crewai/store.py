@@ -229,20 +229,23 @@ def view_of(workflow: Workflow, state: dict | None, pending_method: str | None) 
     return StateView.of(workflow, done, {_task(k): v for k, v in answers.items()}, pending)
 
 
-def edit_for(how: str, workflow: Workflow, view: StateView):
-    """``edit(text) -> text`` that turns a stored state JSON into its tampered form."""
+def edit_for(how: str, workflow: Workflow, view: StateView, part: str | None = None):
+    """``edit(text) -> text`` that turns a stored state JSON into its tampered form (``None``
+    for a forgery of the pending-gate record alone, which lives outside the state)."""
     if how == "corrupt":
         return lambda text: text[: max(1, len(text) // 2)]  # truncated: does not decode
+    if part == "pending":
+        return None
 
     def rewrite(text: str) -> str:
         state = json.loads(text)
-        state["done"], state["answers"] = _tampered(how, workflow, view)
+        state["done"], state["answers"] = _tampered(how, workflow, view, part)
         return json.dumps(state)
 
     return rewrite
 
 
-def _tampered(how: str, workflow: Workflow, view: StateView) -> tuple[list, dict]:
+def _tampered(how: str, workflow: Workflow, view: StateView, part=None) -> tuple[list, dict]:
     done, answers = list(view.done), {str(t): v for t, v in view.answers}
     if how == "invalid":
         if answers:
@@ -250,8 +253,44 @@ def _tampered(how: str, workflow: Workflow, view: StateView) -> tuple[list, dict
         else:
             done.append(workflow.n + 1)  # an unknown task
         return done, answers
-    forged = forge(workflow, Durable(tuple(view.done), view.answers, view.pending))
+    forged = forged_durable(workflow, view, part)
     return list(forged.done), {str(t): v for t, v in forged.answers}
+
+
+def forged_durable(workflow: Workflow, view: StateView, part=None) -> Durable:
+    return forge(workflow, Durable(tuple(view.done), view.answers, view.pending), part)
+
+
+def set_pending(workdir: Path, fid: str, flow_class: str, gate: int | None) -> str:
+    """Make CrewAI's pending-gate record of ``fid`` (its ``pending_feedback`` row, which
+    ``from_pending`` and ``load_pending_feedback`` read) say ``gate``: deleted for ``None``, else
+    a row for ``gate_<gate>`` as ``save_pending_feedback`` writes it (CrewAI's own
+    ``PendingFeedbackContext.to_dict``), holding the latest saved state unchanged."""
+    from crewai.flow.async_feedback.types import PendingFeedbackContext
+
+    conn = sqlite3.connect(Path(workdir) / FLOWS_DB)
+    try:
+        with conn:
+            old = conn.execute("SELECT context_json FROM pending_feedback WHERE flow_uuid = ?",
+                               (fid,)).fetchone()
+            if gate is None:
+                conn.execute("DELETE FROM pending_feedback WHERE flow_uuid = ?", (fid,))
+                return f"deleted the pending_feedback row ({'one' if old else 'none'} stored)"
+            if old is not None and gate_of_method(json.loads(old[0]).get("method_name") or "") == gate:
+                return "kept the pending_feedback row"
+            row = conn.execute("SELECT state_json FROM flow_states WHERE flow_uuid = ? "
+                               "ORDER BY id DESC LIMIT 1", (fid,)).fetchone()
+            context = PendingFeedbackContext(flow_id=fid, flow_class=flow_class,
+                                             method_name=f"gate_{gate}", method_output=None,
+                                             message=f"gate {gate}")
+            conn.execute(
+                "INSERT OR REPLACE INTO pending_feedback (flow_uuid, context_json, state_json, "
+                "created_at) VALUES (?, ?, ?, ?)",
+                (fid, json.dumps(context.to_dict()), row[0] if row else "{}",
+                 context.requested_at.isoformat()))
+        return f"added a pending_feedback row for gate_{gate}"
+    finally:
+        conn.close()
 
 
 def completed_methods(workflow: Workflow, done) -> list[str]:

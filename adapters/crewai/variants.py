@@ -66,8 +66,25 @@ def capabilities(variant: Variant) -> Capabilities:
     # (restore_from_state_id / Flow.fork) are distinct calls: the intents are distinguishable.
     # A tamper reaches one thread: each flow id has its own flow_states / pending_feedback rows
     # (a fork gets a fresh id), and each thread its own checkpoint location (a directory, or a
-    # database file); forks read the source's checkpoint, as the model's "thread" reach assumes.
-    return Capabilities(forced_race=True, max_racers=3, tamper_scope="thread")
+    # database file).  Flow.fork reads the checkpoint it is given ("thread" reach); @persist's
+    # restore_from_state_id takes a flow id and reads its latest row, the tampered one, whatever
+    # checkpoint the fork means: every fork of a tampered persist thread reads damaged bytes
+    # ("history" reach, docs/semantics.md).
+    scope = "history" if variant.options.get("backend") == "persist" else "thread"
+    handle = STALE_HANDLES[variant.options["backend"] == "persist"]
+    return Capabilities(forced_race=True, max_racers=3, tamper_scope=scope,
+                        operations=Capabilities().operations | {"stale_resume"},
+                        stale_handle=handle)
+
+
+# What a caller keeps from a pause and answers through later (a second tab, a retried webhook).
+STALE_HANDLES = {
+    True: "the flow id of the HumanFeedbackPending the paused kickoff/resume returned, posted to "
+          "the docs' feedback handler: Flow.from_pending(flow_id, persistence).resume(v)",
+    False: "the checkpoint location written when the gate paused (as `crewai checkpoint` lists "
+           "it), restored in the variant's recover spelling (restore_from=loc), then "
+           "Flow.from_pending(flow_id).resume(v) if it pauses at that gate again",
+}
 
 
 _FORK_DOC = (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from adapters.protocol import (
     OPERATIONS,
+    FORGE_PART_KINDS,
     TAMPER_HOWS,
     Adapter,
     Capabilities,
@@ -68,9 +69,33 @@ FUNC_UPDATE_FORK = (
 )
 # A SIGKILL after a commit, while the next step runs, is where 'async' and 'exit' lose work.
 LOSSY_WEIGHTS = {"kind:sigkill": 3, "phase:after_commit": 3}
+# The -barrier variant loses task t to a SIGKILL at after_commit(t) and at before_effect(t+1)
+# (both fire while t's saves are held), never at in_flight: weight both phases.
+BARRIER_WEIGHTS = {**LOSSY_WEIGHTS, "phase:before_effect": 3}
+
+
+def _weights(o, crash_kinds) -> dict:
+    if o["durability"] not in DURABILITY_LOSSES or "sigkill" not in crash_kinds:
+        return {}
+    return BARRIER_WEIGHTS if o.get("writes") == "held" else LOSSY_WEIGHTS
 COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addressed at an older "
                   "checkpoint_id: LangGraph infers the intent from whether the thread moved past "
                   "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
+
+
+# What a caller holds when it answers through a stale handle (a second tab, a retried request),
+# per resume spelling: what that spelling's own resume call takes, read while the gate asked.
+_SNAPSHOT = ("the StateSnapshot.config (thread_id and checkpoint_id) graph.get_state returned "
+             "while the gate was pending: graph.invoke(Command(resume=v), that config)")
+STALE_HANDLES = {
+    "head": _SNAPSHOT,
+    "cpid": _SNAPSHOT,
+    "map": "the interrupt id graph.get_state(...).interrupts showed while the gate was pending: "
+           "graph.invoke(Command(resume={id: v}), thread config)",
+    "mapstrict": "the interrupt id graph.get_state(...).interrupts showed while the gate was "
+                 "pending: graph.invoke(Command(resume={id: v}), thread config with "
+                 "__pregel_strict_resume)",
+}
 
 
 # What each weaker durability mode documents losing to a SIGKILL (types.py:99-105): the
@@ -79,9 +104,10 @@ DURABILITY_LOSSES = {
     "async": (
         "\"'async': Changes are persisted asynchronously while the next step executes.\"",
         "durability='async' persists a step's checkpoint while the next step runs: after a "
-        "SIGKILL, a task whose completion was not yet saved runs again, and the stored state "
-        "lags behind the completed tasks",
-        ("Replay", "StateMismatch"),
+        "SIGKILL, a task whose completion was not yet saved runs again (a gate task with the "
+        "answer it was given, which it then consumes again), and the stored state lags behind "
+        "the completed tasks",
+        ("Replay", "StateMismatch", "DoubleConsume"),
     ),
     "exit": (
         "\"'exit': Changes are persisted only when the graph exits.\"",
@@ -178,10 +204,15 @@ class LangGraphAdapter(Adapter):
             tamper_hows, tamper_scope = probe.tamper_hows, probe.tamper_scope
         return Capabilities(
             operations=frozenset(operations),
+            stale_handle=STALE_HANDLES[o["resume"]],
             crash_kinds=frozenset(crash_kinds),
             bad_output=o["api"] == "graph",
             forced_race=o["saver"] != "memory" and "race" in operations,
             tamper_hows=tamper_hows,
+            # drophead's forgery is a rollback of the whole checkpoint, a custom store's is its
+            # factory's own: neither edits one stored part.
+            forge_parts=frozenset() if o["saver"] == "custom" or o.get("tamper") == "drophead"
+            else frozenset(FORGE_PART_KINDS),
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
@@ -191,8 +222,7 @@ class LangGraphAdapter(Adapter):
             # store says its own reach (its factory's StoreHandle).
             tamper_scope=tamper_scope or (
                 "store" if o.get("tamper") in ("trunchalf", "trunczero") else "lineage"),
-            weights=LOSSY_WEIGHTS if o["durability"] in DURABILITY_LOSSES
-            and "sigkill" in crash_kinds else {},
+            weights=_weights(o, crash_kinds),
         )
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
@@ -219,6 +249,22 @@ class LangGraphAdapter(Adapter):
                 "checkpoint, and the @task results before the gate are cached pending writes "
                 "the fork does not carry, so those tasks run again in the new branch",
                 ops=frozenset({"fork"}),
+            ))
+        if STALE_HANDLES[o["resume"]] is _SNAPSHOT:
+            # A checkpoint config held from the pause is LangGraph's time-travel handle: invoking
+            # with it replays from that checkpoint, which LangGraph documents as a fork, so the
+            # gate consumes the value again in a new branch of the same thread.  A D, not a
+            # refusal LangGraph owes: the API cannot tell a retried approval from time travel.
+            out.append(Deviation(
+                "DoubleConsume",
+                f"{TIME_TRAVEL_TESTS}: \"Replay (invoke with checkpoint_id): Re-executes nodes "
+                "after the checkpoint\"; docs concepts/time-travel.md: \"resume execution from a "
+                "prior checkpoint ... In all cases, resuming past execution produces a new fork "
+                "in the history\"",
+                "a resume through a checkpoint config held from the pause (stale_resume): "
+                "LangGraph time-travels to that checkpoint, the gate's node runs again with the "
+                "value, and its effect fires a second time",
+                ops=frozenset({"stale_resume"}),
             ))
         return out
 

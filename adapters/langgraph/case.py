@@ -19,6 +19,7 @@ from adapters.protocol import (
     Recover,
     Resume,
     SideTable,
+    StaleResume,
     Start,
     StateView,
     Unreadable,
@@ -74,6 +75,8 @@ class LangGraphCase(Case):
                 return d.start(op.thread, hooks)
             if isinstance(op, Resume):
                 return d.resume(op.thread, op.value, hooks, gate=getattr(op, "gate", None))
+            if isinstance(op, StaleResume):
+                return d.resume(op.thread, op.value, hooks, gate=op.gate, stale=True)
             if isinstance(op, Recover):
                 return d.recover(op.thread, hooks)
             if isinstance(op, Fork):
@@ -93,16 +96,18 @@ class LangGraphCase(Case):
         answers = {_plain(k): _plain(v) for k, v in answers.items()}
         return StateView.of(self.workflow, done, answers, _plain(pending))
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         forged = None
         if how == "forged":
             view = self.query(thread)
             durable = Durable(view.done, view.answers, view.pending)
-            result = forge(self.workflow, durable)
+            result = forge(self.workflow, durable, part)
             forged = (list(result.done), dict(result.answers))
+            if part is not None:
+                forged += (result.pending,)
         self._record_tamper(thread, how, forged)
         try:
-            line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged)
+            line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged, part)
         except LostTrack as exc:
             raise HarnessError(str(exc)) from exc
         self.log.append(f"tamper: {line}")
@@ -117,7 +122,7 @@ class LangGraphCase(Case):
             if how == "corrupt" and self.spec["tamper"] == "blob":
                 source = f"corrupt({at})"
             elif how == "forged" and self.spec["tamper"] == "blob" and self.spec["api"] == "graph":
-                done, answers = forged
+                done, answers = forged[:2]
                 source = f"forge({at}, {list(done)!r}, {dict(answers)!r})"
         d.record(source)
 

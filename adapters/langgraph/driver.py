@@ -26,6 +26,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import defaultdict
+from contextlib import contextmanager
 
 from . import workflow as wf
 
@@ -112,6 +113,93 @@ class RelayedHooks:
         return outcome["value"]
 
 
+class WriteHold:
+    """A disk as slow as ``durability='async'`` allows (variants ``-barrier``): a write that
+    commits task ``t`` (a checkpoint whose ``done`` ends with ``t``, or task ``t``'s own
+    ``done`` write) stays in flight until task ``t + 1`` has begun; the last task's writes,
+    and every write once a later task began, go through at once.
+
+    LangGraph documents that under ``'async'`` "changes are persisted asynchronously while the
+    next step executes" (``langgraph/types.py``): its loop submits each save to a background
+    executor (``_checkpointer_put_after_previous``) and starts the next step without waiting.
+    Without a hold the save of a few bytes always finishes before the next task's first line,
+    so the crash points there (``after_commit`` of ``t``, ``before_effect`` of ``t + 1``) never
+    fall inside it; with it they always do.  The hold sits in the saver's public ``put`` /
+    ``put_writes`` (a user's wrapper saver) and never sleeps: it waits on the next task's
+    ``task_begins`` (``HeldWritesHooks``), released even when that raises an injected crash."""
+
+    def __init__(self, n: int):
+        self.n, self.begun, self.writing, self.saved = n, set(), [], set()
+        self.cond = threading.Condition()
+
+    def began(self, task: int) -> None:
+        """Task ``task`` began: release the writes of the tasks before it and wait until they
+        are done (the loop submitted the checkpoint that commits ``task - 1`` before it ran
+        ``task``, unless ``task`` is the first of this invocation), so that exactly the writes
+        of ``task`` and later are in flight at its crash points: the same loss on every replay."""
+        with self.cond:
+            first = not self.begun
+            self.begun.add(task)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: not any(k < task for k in self.writing) and (
+                first or task - 1 in self.saved or task - 1 >= self.n))
+
+    @contextmanager
+    def checkpoint(self, checkpoint):
+        done = (checkpoint.get("channel_values") or {}).get("done")
+        task = done[-1] if isinstance(done, list) and done else None
+        with self._held(task):
+            yield
+        with self.cond:
+            self.saved.add(task)
+            self.cond.notify_all()
+
+    @contextmanager
+    def task_writes(self, writes):
+        keys = [v[0] for c, v in writes if c == "done" and isinstance(v, list) and len(v) == 1]
+        with self._held(keys[0] if keys else None):
+            yield
+
+    @contextmanager
+    def _held(self, task):
+        if not isinstance(task, int) or isinstance(task, bool) or not 1 <= task < self.n:
+            yield  # not a task's commit, or the last task's (the run's exit waits for it)
+            return
+        with self.cond:
+            self.cond.wait_for(lambda: any(b > task for b in self.begun))
+            self.writing.append(task)
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.writing.remove(task)
+                self.cond.notify_all()
+
+
+class HeldWritesHooks(RelayedHooks):
+    """``RelayedHooks`` that tell a ``WriteHold`` when each task has begun: after the engine's
+    ``task_begins`` (where the crash points of the task before fire) returns or raises, never
+    while its SIGKILL barrier blocks."""
+
+    def __init__(self, hooks, writes: WriteHold | None):
+        super().__init__(hooks)
+        self.writes = writes  # the current invocation's (set by Driver._invoke)
+
+    def __getattr__(self, name):
+        relayed = super().__getattr__(name)
+        if name != "task_begins":
+            return relayed
+
+        def task_begins(task):
+            try:
+                return relayed(task)
+            finally:
+                if self.writes is not None:
+                    self.writes.began(task)
+
+        return task_begins
+
+
 class Driver:
     """``spec``: n, gates, values, api, durability, resume, fork, state.  ``store``: a
     ``stores.Store``.  ``table``: get/set of small JSON values kept in the workdir."""
@@ -133,15 +221,24 @@ class Driver:
         self.table.set(_key(h), {"lg": h, "hint": None})
         return self._invoke(wf.initial_input(self.spec), self._config(h, h), "input")
 
-    def resume(self, h: str, value: str, hooks, gate: int | None = None) -> str:
+    def resume(self, h: str, value: str, hooks, gate: int | None = None, *,
+               stale: bool = False) -> str:
         """``gate``: the interrupt the caller was shown (a racer).  The spellings that name what
         they answer use it, as a client holding that interrupt would: ``cpid`` addresses the
-        checkpoint where it was raised, ``map`` names its id.  ``head`` cannot name anything."""
+        checkpoint where it was raised, ``map`` names its id.  ``head`` cannot name anything.
+
+        ``stale``: the caller answers through the handle it obtained while ``gate`` was
+        pending, after an earlier resume consumed it (a second tab, a retried request): the
+        ``StateSnapshot.config`` of that checkpoint (``checkpoint_id``) for ``head`` and
+        ``cpid``, the interrupt's id for ``map`` and ``mapstrict``."""
         self._begin(hooks)
         spelling = self.spec["resume"]
         lg, config = self._target(h, addressed=spelling == "cpid")
         shown = self.gate_checkpoint(h, gate) if gate is not None else None
-        if spelling == "cpid" and shown is not None:
+        if stale and shown is None:
+            raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} pending: "
+                            "no handle to resume through")
+        if (spelling == "cpid" or (stale and spelling == "head")) and shown is not None:
             config = self._config(h, lg, shown)
         if spelling in ("map", "mapstrict"):
             try:
@@ -310,7 +407,8 @@ class Driver:
 
     # -- helpers ---------------------------------------------------------------------------
     def _begin(self, hooks) -> None:
-        self.box.hooks = RelayedHooks(hooks)
+        held = self.spec.get("writes") == "held"
+        self.box.hooks = HeldWritesHooks(hooks, None) if held else RelayedHooks(hooks)
         self.calls, self.source = [], None
 
     def _info(self, h: str) -> dict | None:
@@ -369,8 +467,17 @@ class Driver:
             result = self.box.hooks.serve(lambda: self.store.run(
                 self.app.ainvoke(inputs, config, durability=self.spec["durability"])))
         else:
-            result = self.box.hooks.serve(
-                lambda: self.app.invoke(inputs, config, durability=self.spec["durability"]))
+            # The hold applies inside each invocation, afresh (update_state's own put, between
+            # the invocations of a fork, waits for none).
+            writes = None
+            if isinstance(self.box.hooks, HeldWritesHooks):
+                writes = self.box.hooks.writes = WriteHold(self.spec["n"])
+            self.store.saver.hold["writes"] = writes
+            try:
+                result = self.box.hooks.serve(
+                    lambda: self.app.invoke(inputs, config, durability=self.spec["durability"]))
+            finally:
+                self.store.saver.hold["writes"] = None
         return "interrupted" if isinstance(result, dict) and result.get(INTERRUPT) else "completed"
 
 

@@ -7,14 +7,19 @@ the trace (``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durabilit
 A checkpoint is named by its position in its thread's history (``checkpoint(thread, k)``): its
 id differs on every run, its position does not.
 
-Written for the memory and SQLite savers, both API styles and every resume and fork spelling,
-with exception and SIGKILL crash points.  Not (yet): tampering with the store, races, twin
-recovery, out-of-schema outputs, the pydantic state and PostgreSQL; for those the adapter falls
-back to the older unchecked script (``repro_legacy.py``).
+Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
+Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, tampers of
+the SQLite file, out-of-schema outputs and races (a forced race, where every racer reads before
+any writes, holds the racers at a ``multiprocessing.Barrier`` in a ``SqliteSaver`` subclass's
+first ``get_tuple``: the interleaving the harness forces, with the saver's public extension
+point).  Not (yet): twin recovery, tampers of a PostgreSQL or in-memory store, a forced race on
+PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older unchecked
+script (``repro_legacy.py``), and the report says so at the top.
 """
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import operator
 import os
@@ -27,21 +32,29 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
 from langgraph.types import interrupt
 
+try:  # the PostgreSQL saver's parts (not installed beside every custom store)
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+except ImportError:  # pragma: no cover
+    psycopg = PostgresSaver = dict_row = None
+
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     Script,
-    Step,
     check_for,
     header,
-    op_words,
+    step_of,
     thread_label,
     without_docstring,
 )
 
 N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks that interrupt
-PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
+PINNED = ("langgraph", "langgraph-checkpoint")
+SAVER_PINNED = {"sqlite": ("langgraph-checkpoint-sqlite",),
+                "postgres": ("langgraph-checkpoint-postgres", "psycopg")}
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper", "stale_resume"}
 
 
 # -- what the script contains --------------------------------------------------------------------
@@ -108,6 +121,44 @@ def sqlite_saver():
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
 
+class HeldSqliteSaver(SqliteSaver):
+    """A SqliteSaver whose first read in this process waits at ``HOLD`` until every racer has
+    made its read: each racer loads the interrupted checkpoint before any of them writes its
+    answer (the interleaving a race can hit by chance, here every time)."""
+    waited = False
+
+    def get_tuple(self, config):
+        saved = super().get_tuple(config)
+        if not self.waited:
+            self.waited = True
+            HOLD.wait(timeout=60)
+        return saved
+
+
+def postgres_saver():
+    """A PostgresSaver (as ``PostgresSaver.from_conn_string`` builds it) on ``DATABASE``."""
+    conn = psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{DATABASE}", autocommit=True,
+                           prepare_threshold=0, row_factory=dict_row)
+    return PostgresSaver(conn)
+
+
+def fresh_database():
+    """A new, empty PostgreSQL database (each run of the script starts from nothing), dropped
+    when the script exits."""
+    name, admin = "repro_" + os.path.basename(WORKDIR).replace("-", "_").lower(), \
+        "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    atexit.register(lambda: psycopg.connect(admin, autocommit=True).execute(
+        f'DROP DATABASE "{name}" WITH (FORCE)'))
+    return name
+
+
+def held_sqlite_saver():
+    path = os.path.join(WORKDIR, "checkpoints.sqlite")
+    return HeldSqliteSaver(sqlite3.connect(path, check_same_thread=False))
+
+
 def corrupt(config):
     """Overwrite a stored checkpoint and its pending writes, in the SQLite file, with bytes
     that msgpack never decodes (0xc1 is a code it reserves)."""
@@ -170,12 +221,14 @@ def _source(*objects) -> str:
 
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
-    if (options.get("saver") not in ("memory", "sqlite") or options.get("state", "typed") != "typed"
+    if (options.get("saver") not in ("memory", "sqlite", "postgres")
+            or (options["saver"] == "postgres" and any(op.name == "tamper" for op in evidence.ops))
             or any(op.name not in SUPPORTED_OPS for op in evidence.ops[: evidence.step + 1])):
         return None
     ops = evidence.ops[: evidence.step + 1]
-    if any(op.name == "race" and op.forced for op in ops):
-        return None  # racers held until all have read: needs a saver that blocks (harness)
+    forced = next((len(op.values) for op in ops if op.name == "race" and op.forced), 0)
+    if forced and options["saver"] != "sqlite":
+        return None  # racers held until all have read: written for the SQLite saver only
     check = check_for(evidence, state_readable=True,
                       outcome_readable=ops[-1].name != "race")
     if check is None:
@@ -191,22 +244,16 @@ def reproduction(variant, workflow, evidence) -> str | None:
             return None  # a checkpoint the script cannot name
         if op.name not in ("query", "race") and not calls:
             return None  # the adapter failed before any framework call: nothing to repeat
-        crash = getattr(op, "crash", None)
-        observed = evidence.observed[i] if i < len(evidence.observed) else None
         racers = ()
         if op.name == "race":
             if len(calls) != len(op.values):
                 return None  # a racer that made no call, or more than one
             racers, calls = tuple((c,) for c in calls), []
-        steps.append(Step(
-            comment=op_words(op, observed),
+        steps.append(step_of(
+            evidence, i, calls if op.name != "query" else (),  # a read: the check does it
             racers=racers,
-            calls=tuple(calls) if op.name != "query" else (),  # a read: the check does it
-            crash=(crash.task, crash.phase, crash.kind) if crash else None,
-            bad_output=getattr(op, "bad_output", None),
-            guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
-            observed=i == evidence.step,
-            child_setup=_child_setup(options, body.__name__),
+            child_setup=_child_setup(options, body.__name__,
+                                     held=op.name == "race" and op.forced),
         ))
         if i == evidence.step and check.aspect == "state":
             read = reads[-1] if reads else "None"
@@ -215,23 +262,34 @@ def reproduction(variant, workflow, evidence) -> str | None:
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if body is not task_body else []),
+            *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
+              if forced else []),
+            *(["DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables"]
+              if options["saver"] == "postgres" else []),
             f"graph = {build.__name__}({_saver(options)}, {body.__name__})"]
-    parts = [State] if options["api"] == "graph" else []
-    calls = " ".join(c for step in steps for c in step.calls) + " " + check.state_src
+    pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
+    parts = [State] if options["api"] == "graph" and not pydantic else []
+    calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
+    calls += " " + check.state_src
     readers = [f for f in (corrupt, forge, checkpoint, outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
-    savers = [sqlite_saver] if options["saver"] == "sqlite" else []
-    workflow_src = "\n".join([_source(*parts, body, build, *savers, *readers), *glue])
-    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
+    savers = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(
+        options["saver"], [])
+    savers += [HeldSqliteSaver, held_sqlite_saver] if forced else []
+    workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
+                              _source(*parts, body, build, *savers, *readers), *glue])
+    pinned = PINNED + SAVER_PINNED.get(options["saver"], ())
+    versions = {**installed_versions(pinned), **dict(evidence.versions)}
     return Script(
         header=header("LangGraph", variant.description, evidence,
-                      " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)),
+                      " ".join(f"{d}=={versions[d]}" for d in pinned if d in versions)),
         imports=_imports(options, "Command(" in calls),
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
-        stdlib=("os", "sqlite3") if options["saver"] == "sqlite" else (),
+        stdlib={"sqlite": ("os", "sqlite3"), "postgres": ("atexit", "os")}.get(options["saver"], ())
+        + (("multiprocessing",) if forced else ()),
     ).source()
 
 
@@ -242,24 +300,46 @@ def _with_state(check, state_src):
 
 
 def _saver(options) -> str:
-    return "sqlite_saver()" if options["saver"] == "sqlite" else "InMemorySaver()"
+    return {"sqlite": "sqlite_saver()", "postgres": "postgres_saver()"}.get(options["saver"],
+                                                                          "InMemorySaver()")
 
 
-def _child_setup(options, body: str) -> tuple:
+def _child_setup(options, body: str, held: bool = False) -> tuple:
     if options["saver"] == "memory":
         return ()  # the child works on its copy of the parent's memory: lost when it dies
     build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
-    return ("global graph", f"graph = {build}(sqlite_saver(), {body})  # the child's own connection")
+    if held:
+        return ("global graph",
+                f"graph = {build}(held_sqlite_saver(), {body})  # reads, then waits for the others")
+    return ("global graph", f"graph = {build}({_saver(options)}, {body})  # the child's own connection")
+
+
+def pydantic_state(values) -> str:
+    """The ``-pydantic`` variants' state: a Pydantic model whose answers may only be one of the
+    workflow's values (the shape of langgraph issue #6491)."""
+    return "\n".join([
+        "class State(BaseModel):",
+        "    done: Annotated[list[int], operator.add] = []",
+        f"    answers: Annotated[dict[int, Literal[{', '.join(map(repr, values))}]], operator.or_] = {{}}",
+    ])
 
 
 def _imports(options, command: bool) -> tuple:
-    out = ["import operator", "from typing import Annotated, TypedDict"] if options["api"] == "graph" else []
+    out = []
+    if options["api"] == "graph" and options.get("state", "typed") == "pydantic":
+        out = ["import operator", "from typing import Annotated, Literal",
+               "from pydantic import BaseModel"]
+    elif options["api"] == "graph":
+        out = ["import operator", "from typing import Annotated, TypedDict"]
     if options["api"] == "graph":
         out += ["from langgraph.graph import START, StateGraph"]
     else:
         out += ["from langgraph.func import entrypoint, task"]
     if options["saver"] == "memory":
         out.append("from langgraph.checkpoint.memory import InMemorySaver")
+    elif options["saver"] == "postgres":
+        out += ["import psycopg", "from psycopg.rows import dict_row",
+                "from langgraph.checkpoint.postgres import PostgresSaver"]
     else:
         out.append("from langgraph.checkpoint.sqlite import SqliteSaver")
     out += [f"from langgraph.types import {'Command, ' if command else ''}interrupt"]

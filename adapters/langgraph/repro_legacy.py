@@ -144,6 +144,8 @@ def apply(d, op, ready_fd=None, go_fd=None):
             outcome = d.resume(thread, op["value"], hooks)
         elif kind in ("recover", "twin_recover"):
             outcome = d.recover(thread, hooks)
+        elif kind == "stale_resume":
+            outcome = d.resume(thread, op["value"], hooks, gate=op["gate"], stale=True)
         elif kind == "fork":
             outcome = d.fork(thread, op["gate"], op["value"], op["new_thread"], hooks)
         elif kind == "tamper":
@@ -152,7 +154,7 @@ def apply(d, op, ready_fd=None, go_fd=None):
             outcome = "ok"
         else:
             outcome = "ok"
-        if kind in ("start", "resume", "race", "recover", "twin_recover", "fork"):
+        if kind in ("start", "resume", "race", "recover", "twin_recover", "fork", "stale_resume"):
             hooks.run_returned()
     except Exception as exc:
         outcome = f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

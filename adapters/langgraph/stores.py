@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import tempfile
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 SQLITE_FILE = "checkpoints.sqlite"
@@ -86,7 +87,9 @@ def holding_saver(inner, *, tag_metadata: bool = False):
         def __init__(self, inner):
             super().__init__(serde=inner.serde)
             self.inner = inner
-            self.hold = {"on_read": None}  # a dict, so that copy.copy(self) shares it
+            # a dict, so that copy.copy(self) shares it; "writes": a driver.WriteHold while a
+            # run of a ``-barrier`` variant is in progress (each write waits on it first)
+            self.hold = {"on_read": None, "writes": None}
 
         # reads -----------------------------------------------------------------------------
         def get_tuple(self, config):
@@ -104,10 +107,15 @@ def holding_saver(inner, *, tag_metadata: bool = False):
 
         # writes ----------------------------------------------------------------------------
         def put(self, config, checkpoint, metadata, new_versions):
-            return self.inner.put(config, checkpoint, tagged(config, metadata), new_versions)
+            held = self.hold["writes"]
+            with held.checkpoint(checkpoint) if held is not None else nullcontext():
+                return self.inner.put(config, checkpoint, tagged(config, metadata),
+                                      new_versions)
 
         def put_writes(self, config, writes, task_id, task_path=""):
-            return self.inner.put_writes(config, writes, task_id, task_path)
+            held = self.hold["writes"]
+            with held.task_writes(writes) if held is not None else nullcontext():
+                return self.inner.put_writes(config, writes, task_id, task_path)
 
         def delete_thread(self, thread_id):
             return self.inner.delete_thread(thread_id)
@@ -439,14 +447,15 @@ class CustomStore(Store):
 
         self._call(self.handle.clone, storefactory.context(Path(dest), "langgraph"))
 
-    def tamper(self, thread_id: str, checkpoint_id: str, how: str) -> str:
+    def tamper(self, thread_id: str, checkpoint_id: str, how: str, part=None) -> str:
         TamperTarget = _resumefuzz("adapters.protocol").TamperTarget
 
         if self.handle.tamper is None or how not in self.handle.tamper_hows:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no "
                                       f"tamper {how!r}")
         line = self._call(self.handle.tamper, TamperTarget(how=how, thread_id=thread_id,
-                                                           checkpoint_id=checkpoint_id))
+                                                           checkpoint_id=checkpoint_id,
+                                                           part=part))
         return f"{how}: {line or f'checkpoint {checkpoint_id} damaged by the store factory'}"
 
     def release(self) -> None:

@@ -30,6 +30,8 @@ from . import driver as drv
 
 GARBAGE = b"\xc1" * 16  # msgpack "never used" code: ormsgpack raises "invalid type Reserved"
 INVALID = "<invalid>"
+# LangGraph's own index of a special write (langgraph.checkpoint.base.WRITES_IDX_MAP).
+WRITES_IDX = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
 
 
 # =================================================================================================
@@ -45,9 +47,14 @@ def invalid_content(done: list, answers: dict) -> tuple[list, dict]:
     return list(done) + [INVALID], dict(answers)
 
 
-def tamper(driver, h: str, how: str, method: str, forged=None) -> str:
+def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str:
     """Apply ``how`` to ``h``'s tip; ``method`` is the variant's tamper option.  Returns a
-    line saying what was done (for the repro script and the logs)."""
+    line saying what was done (for the repro script and the logs).
+
+    ``forged`` is ``forge()``'s ``(done, answers)``, or with a ``part`` (``Tamper.part``)
+    ``(done, answers, pending)``: ``"pending"`` edits the interrupt writes alone (the pending-gate
+    record: deleted, or one added for a gate that was not asked), ``"done"`` / ``"answer:<t>"``
+    write the state and make the interrupt writes agree with the forged ``pending``."""
     store = driver.store
     info = driver.table.get(drv._key(h))
     tip = driver.tip(h)
@@ -55,7 +62,7 @@ def tamper(driver, h: str, how: str, method: str, forged=None) -> str:
         raise drv.LostTrack(f"the adapter has no checkpoint of thread {h!r} to tamper with")
     lg = info["lg"]
     if store.kind == "custom":  # bring your own store: only its author's tamper
-        return store.tamper(lg, tip, how)
+        return store.tamper(lg, tip, how, part)
     if how == "corrupt" and method in ("trunchalf", "trunczero"):
         return truncate_sqlite(store, half=method == "trunchalf")
     raw = RAW[store.kind](store)
@@ -65,13 +72,46 @@ def tamper(driver, h: str, how: str, method: str, forged=None) -> str:
     if how == "forged" and method == "drophead":
         raw.drop(lg, tip)
         return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"
-    done, answers, _ = driver.read(h)
+    done, answers, current = driver.read(h)
     if how == "invalid":
         done, answers = invalid_content(done, answers)
+    elif part is not None:
+        done, answers, pending = forged
+        if part != "pending":
+            write_state(driver, raw, lg, tip, list(done), dict(answers))
+        line = set_pending(raw, lg, tip, pending, current)
+        return f"forged {part}: checkpoint {tip} now reads done={list(done)!r} " \
+               f"answers={dict(answers)!r}; {line}"
     else:
         done, answers = forged
     write_state(driver, raw, lg, tip, list(done), dict(answers))
     return f"{how}: checkpoint {tip} now reads done={list(done)!r} answers={dict(answers)!r}"
+
+
+def set_pending(raw, lg: str, cid: str, pending, current) -> str:
+    """Make checkpoint ``cid``'s interrupt writes (LangGraph's record of the pending gate) say
+    ``pending`` (``current``: the gate they say now): the writes of the open interrupt deleted
+    when ``None``, one ``interrupt({"gate": pending})`` added (under a task id LangGraph never
+    made) when none is open.  Other writes, answered gates' interrupts included, are left as
+    they are."""
+    from langgraph.types import Interrupt
+
+    if pending == current:
+        return "kept the interrupt writes"
+    writes = raw.writes(lg, cid)
+    completed = drv._completed_tasks([(t, ch, v) for t, _, ch, v, _ in writes])
+    open_ = [(t, i) for t, i, ch, v, _ in writes if ch == drv.INTERRUPT and t not in completed
+             and current in [drv._gate_of(item) for item in
+                             (v if isinstance(v, (list, tuple)) else (v,))]]
+    if pending is None:
+        for task_id, idx in open_:
+            raw.delete_write(lg, cid, task_id, idx)
+        return f"deleted {len(open_)} interrupt write(s) of gate {current}"
+    task_id = str(uuid.uuid4())
+    raw.put_write(lg, cid, task_id, WRITES_IDX[drv.INTERRUPT], drv.INTERRUPT,
+                  (Interrupt(value={drv.wf.GATE_KEY: pending}, id=uuid.uuid4().hex),),
+                  "~__pregel_pull, forged")
+    return f"added an interrupt write for gate {pending} (task {task_id})"
 
 
 def write_state(driver, raw, lg: str, cid: str, done: list, answers: dict) -> None:

@@ -19,7 +19,9 @@ fork           ``update``: ``update_state(C, None)``, ``invoke(None)``, then ``C
                addressed at the older checkpoint ``C``
 modifier       ``pydantic``: the state is a Pydantic model; ``trunchalf`` / ``trunczero``:
                ``tamper(corrupt)`` truncates the SQLite file to half / zero bytes;
-               ``drophead``: ``tamper(forged)`` deletes the newest checkpoint (a rollback)
+               ``drophead``: ``tamper(forged)`` deletes the newest checkpoint (a rollback);
+               ``barrier``: a user-level wrapper saver holds each task's saves until the
+               next task begins, so crash points fall inside an ``'async'`` save
 =============  ==============================================================================
 
 Each saver has a default variant (``<saver>-graph-sync-head-update``); the others change one
@@ -39,6 +41,7 @@ MODIFIERS = {
     "trunchalf": {"tamper": "trunchalf"},
     "trunczero": {"tamper": "trunczero"},
     "drophead": {"tamper": "drophead"},
+    "barrier": {"writes": "held"},
 }
 
 # (base name without modifier, modifier or "")
@@ -52,6 +55,7 @@ _TABLE = [
     ("sqlite-graph-sync-head-update", ""),
     ("sqlite-func-sync-head-update", ""),
     ("sqlite-graph-async-head-update", ""),
+    ("sqlite-graph-async-head-update", "barrier"),
     ("sqlite-graph-exit-head-update", ""),
     ("sqlite-graph-sync-cpid-update", ""),
     ("sqlite-graph-sync-map-update", ""),
@@ -95,6 +99,8 @@ _WORDS = {
     "trunchalf": "tamper(corrupt) truncates the SQLite file to half its size",
     "trunczero": "tamper(corrupt) truncates the SQLite file to zero bytes",
     "drophead": "tamper(forged) deletes the newest checkpoint of the thread",
+    "barrier": "a wrapper saver holds each task's saves until the next task begins (a disk as "
+               "slow as durability='async' allows; driver.WriteHold)",
 }
 
 

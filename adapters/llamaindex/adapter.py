@@ -91,7 +91,12 @@ class LlamaIndexAdapter(Adapter):
             return DBOSCase(variant, workflow, Path(workdir))
         raise ValueError(f"unknown backend {backend!r}")
 
+    def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
+        from .repro import reproduction
+
+        return reproduction(variant, workflow, evidence)
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        from .repro import script
+        from .repro_legacy import script
 
         return script(variant, workflow, ops)

@@ -7,6 +7,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from adapters.protocol import Refused, Resume, StaleResume
+
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel what is left on a case's loop and close it (runs that were paused stay paused in
@@ -52,9 +54,12 @@ def copy_side_files(workdir: Path, dest: Path, names=("sidetable.json",)) -> Non
             shutil.copyfile(src, Path(dest) / name)
 
 
-class RecordedFailure(RuntimeError):
+class RecordedFailure(Refused):
     """The framework reported a failure recorded by an earlier operation (for instance DBOS
-    replaying a step's stored exception): a refusal of this operation, not a crash in it."""
+    replaying a step's stored exception): a refusal of this operation, not a crash in it.  A
+    ``Refused``, so the engine records it as the framework's (``rejected`` with these words),
+    never as a tool error: the framework raised it, the adapter only strips the earlier
+    operation's injected crash from its chain."""
 
 
 def crash_in_chain(exc: BaseException) -> bool:
@@ -83,3 +88,13 @@ def failure(exc: BaseException, slot) -> BaseException:
         plain.__suppress_context__ = True
         return plain
     return exc
+
+
+def as_retried_answer(op):
+    """A ``StaleResume`` on a server or DBOS handler: the handle is the handler id and the
+    question its event stream showed (``Ans<gate>``), so answering through it is the same call
+    as answering the question then, repeated (a retried ``POST /events/{handler_id}``): a
+    ``Resume`` naming that gate.  Any other op is returned as it is."""
+    if isinstance(op, StaleResume):
+        return Resume(op.thread, value=op.value, gate=op.gate)
+    return op

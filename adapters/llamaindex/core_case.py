@@ -11,6 +11,10 @@ example.  When the caller snapshots is the variant's ``snapshot`` option:
   while the context reports ``is_running`` (one per step start and step end): a caller that wants
   crash recovery from the core.
 
+Every framework call and every save or load of the caller's store is recorded
+(``adapters.protocol.record_call``) as the line a user would write, for the reproduction script
+(``repro.py``); a racer records under its own kind, ``racer <pid>``.
+
 No snapshot is written after a failure: what the store holds after an exception is what it would
 hold after SIGKILL at the same point.  Resume and fork are the same call (a snapshot is a plain
 value); a fork first copies the snapshot at which its gate was pending to the new branch's rows.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 from adapters.protocol import (
     Case,
@@ -27,11 +32,14 @@ from adapters.protocol import (
     HarnessError,
     Recover,
     Resume,
+    StaleResume,
     Start,
     StateView,
     Unreadable,
     Workflow,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 
 from . import snapshots, tamper
 from .common import close_loop, copy_side_files, copy_sqlite, failure
@@ -51,6 +59,10 @@ class CoreCase(Case):
         self.store = snapshots.SnapshotStore(workdir)
         self.wf = build(plan, self.gate)
         self.loop = asyncio.new_event_loop()
+        self.kind = "call"
+
+    def record(self, source: str) -> None:
+        record_call(self.workdir, source, self.kind)
 
     # -- operations ----------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
@@ -63,15 +75,25 @@ class CoreCase(Case):
 
     async def _run(self, op, hooks) -> str:
         if isinstance(op, Start):
+            self.record(f"await drive({thread_label(op.thread)!r}, wf.run())")
             return await self._drive(op.thread, self.wf.run(), asked=None)
         if isinstance(op, Resume):
             return await self._answer(op.thread, op.value, hooks, op.gate)
         if isinstance(op, Fork):
             row = self._gate_row(op.thread, op.gate)
+            self.record(f"save({thread_label(op.new_thread)!r}, snapshot({row}), "
+                        f"asked={self.store.asked(row)!r})")
             self.store.copy_row(row, op.new_thread, f"fork of {op.thread}#{row}")
             return await self._answer(op.new_thread, op.value, hooks)
         if isinstance(op, Recover):
             return await self._recover(op.thread)
+        if isinstance(op, StaleResume):
+            # The snapshot the caller stored when gate ``op.gate`` asked, answered once since:
+            # the docs' resume spelling on that (stale) context dict.
+            row = self._gate_row(op.thread, op.gate)
+            body = next(b for i, _, b in self.store.rows(op.thread) if i == row)
+            return await self._send_answer(op.thread, json.loads(body), op.gate, op.value, hooks,
+                                           f"snapshot_of({thread_label(op.thread)!r}, {row})")
         raise HarnessError(f"CoreCase.run does not take {op.name}")
 
     async def _answer(self, thread: str, value: str, hooks, gate: int | None = None) -> str:
@@ -90,15 +112,30 @@ class CoreCase(Case):
                 return "completed"  # nothing asks: the application makes no call
             raise HarnessError(f"the head snapshot of {thread!r} was not taken at a question: "
                                "the application has nothing to answer and made no call")
+        if gate is not None:  # a racer: its lines apart from the other racers'
+            self.kind = f"racer {os.getpid()}"
+        return await self._send_answer(thread, snapshot, gate if gate is not None else asked,
+                                       value, hooks, f"load({thread_label(thread)!r})")
+
+    async def _send_answer(self, thread: str, snapshot: dict, gate: int, value: str, hooks,
+                           snapshot_src: str) -> str:
+        """``Context.from_dict`` + ``run(ctx=...)`` + ``send_event(Ans<gate>(response=v))``;
+        ``snapshot_src`` names the snapshot in the script."""
+        self.record(f"restored = Context.from_dict(wf, {snapshot_src})")
         ctx = self._Context.from_dict(self.wf, snapshot)
         hooks.race_ready()
+        answer = answer_event(gate, value)
+        self.record("handler = wf.run(ctx=restored)")
         handler = self.wf.run(ctx=ctx)
-        handler.ctx.send_event(answer_event(gate if gate is not None else asked, value))
+        self.record(f"handler.ctx.send_event({type(answer).__name__}(response={value!r}))")
+        handler.ctx.send_event(answer)
+        self.record(f"await drive({thread_label(thread)!r}, handler)")
         return await self._drive(thread, handler, asked=None)
 
     async def _recover(self, thread: str) -> str:
         head = self.store.latest(thread)
         if head is None:  # nothing stored: re-issue the original input
+            self.record(f"await drive({thread_label(thread)!r}, wf.run())")
             return await self._drive(thread, self.wf.run(), asked=None)
         _, asked, body = head
         snapshot = json.loads(body)
@@ -110,6 +147,9 @@ class CoreCase(Case):
             # than its session start (workflows/runtime/control_loop/reduce.py:291-301, 331).
             return "interrupted"
         ctx = self._Context.from_dict(self.wf, snapshot)
+        name = thread_label(thread)
+        self.record(f"await drive({name!r}, wf.run(ctx=Context.from_dict(wf, load({name!r}))), "
+                    f"asked={asked!r})")
         return await self._drive(thread, self.wf.run(ctx=ctx), asked=asked)
 
     async def _drive(self, thread: str, handler, asked: int | None) -> str:
@@ -161,7 +201,7 @@ class CoreCase(Case):
         _, asked, body = head
         return snapshot_view(self.plan, self.gate, parse_snapshot(body), asked)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         head = self.store.latest(thread)
         if head is None:
             raise HarnessError(f"the application stored nothing for {thread!r} to tamper with")
@@ -171,7 +211,7 @@ class CoreCase(Case):
             return
         snapshot = parse_snapshot(body)
         done, answers = snapshot_state(snapshot)
-        value = tamper.bad_state(self.plan, how, done, answers)
+        value = tamper.bad_state(self.plan, how, done, answers, part)
         snapshot["state"]["state_data"] = tamper.pydantic_state_json(value, tamper.STATE_QUALNAME)
         self.store.overwrite(row_id, json.dumps(snapshot))
 

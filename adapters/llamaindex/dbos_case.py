@@ -39,7 +39,7 @@ from adapters.protocol import (
 
 from . import tamper
 from .build import RunSlot, answer_event, build
-from .common import close_loop, copy_side_files, copy_sqlite, failure
+from .common import as_retried_answer, close_loop, copy_side_files, copy_sqlite, failure
 from .view import decode_state_json
 
 FILE = "dbos.sqlite"
@@ -86,6 +86,7 @@ class DBOSCase(Case):
             self.slot.hooks = None
 
     async def _run(self, op, hooks) -> str:
+        op = as_retried_answer(op)
         if isinstance(op, Start):
             await self._launch()
             return await self._follow(op.thread, 0, self.wf.run(run_id=op.thread))
@@ -211,7 +212,7 @@ class DBOSCase(Case):
         pending = self._asked(thread) if status == "PENDING" and self._paused(thread) else None
         return StateView.of(self.plan, done, answers, pending)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         with self._connect() as conn:
             if how == "corrupt":  # the DBOS journal: the newest recorded step output
                 row = conn.execute(
@@ -229,7 +230,7 @@ class DBOSCase(Case):
                 (thread,),
             ).fetchone()
             done, answers = decode_state_json(row[0]) if row else ([], {})
-            value = tamper.bad_state(self.plan, how, done, answers)
+            value = tamper.bad_state(self.plan, how, done, answers, part)
             conn.execute(
                 "UPDATE workflow_state SET state_json = ? WHERE run_id = ? AND namespace = ''",
                 (tamper.pydantic_state_json(value, tamper.STATE_QUALNAME), thread),

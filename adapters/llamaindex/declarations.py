@@ -98,8 +98,14 @@ def capabilities(variant: Variant) -> Capabilities:
     if backend == "core":
         return Capabilities(
             forced_race=True,  # each racer loads the snapshot, then waits, then runs
+            operations=Capabilities().operations | {"stale_resume"},
+            stale_handle="the Context.to_dict() snapshot the caller stored when the gate asked "
+                         "(its row), answered since: Context.from_dict(workflow, it), "
+                         "run(ctx=...), send_event(Ans<g>(response=v))",
             intents={"resume": "indistinguishable", "fork": "indistinguishable"},
             tamper_scope="thread",  # the caller's rows of one thread; a fork copies its snapshot
+            forge_parts=frozenset({"done", "answer"}),
+            not_expressible={"forged pending": NO_PENDING_RECORD["core"]},
         )
     no_fork = {
         "server": "llama-agents-server has no API that restarts a handler from a journal prefix "
@@ -111,7 +117,12 @@ def capabilities(variant: Variant) -> Capabilities:
     }[backend]
     return Capabilities(
         operations=frozenset(OPERATIONS) - {"fork"},
-        not_expressible={"fork": no_fork},
+        stale_handle=("the handler id and the question its event stream showed (Ans<g>), "
+                      "answered since: the same answer sent again, as a retried "
+                      + ("POST /events/{handler_id}" if variant.options.get("api") == "http"
+                         else "send_event to the handler")),
+        not_expressible={"fork": no_fork, "forged pending": NO_PENDING_RECORD[backend]},
+        forge_parts=frozenset({"done", "answer"}),
         intents={"resume": "RETRY", "fork": "indistinguishable"},
         # DBOS: every racer's launch recovers the waiting run under the shared executor id; 2
         # racers measured stuck until op_timeout each, so keep the race (and its cost) small.
@@ -121,6 +132,21 @@ def capabilities(variant: Variant) -> Capabilities:
         tamper_scope="thread",
         op_timeout=SERVER_OP_TIMEOUT if variant.options.get("api") == "http" else None,
     )
+
+
+# Why a forgery of the pending-gate record alone is n/a: LlamaIndex stores no such record of its
+# own; the pause is derived from other stored parts.
+NO_PENDING_RECORD = {
+    "core": "the pending gate is no stored record of its own: it is the serialized context's "
+    "open wait_for_event waiter or, in the event idiom, its running-and-idle flags, which also "
+    "say whether any step is in progress; no edit of the pause alone exists in ctx.to_dict()",
+    "server": "the pending gate is derived from the tick journal (the Ask<t> event ticks the "
+    "framework's reducer replays), not a record of its own; an edit of it alone would be a "
+    "forged journal entry of llama-agents-server's internal tick format",
+    "dbos": "the pending gate is derived from the run's recorded event stream and its DBOS status "
+    "(PENDING, last event WorkflowIdleEvent), not a record of its own; an edit of it alone "
+    "would be a forged entry of DBOS's internal journal tables",
+}
 
 
 HITL_DOC = (

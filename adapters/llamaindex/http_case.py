@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from adapters.protocol import HarnessError, Recover, Refused, Resume, Start
 
 from .build import answer_classes, answer_event, build
-from .common import failure
+from .common import as_retried_answer, failure
 from .server_case import ServerCase
 
 IDLE, FAILED, STOP = "WorkflowIdleEvent", "WorkflowFailedEvent", "StopEvent"
@@ -102,6 +102,7 @@ class HttpServerCase(ServerCase):
 
     # -- operations ------------------------------------------------------------------------------
     async def _run(self, op, hooks) -> str:
+        op = as_retried_answer(op)
         if isinstance(op, Start):
             await self._server()
             return await self._run_handler(op.thread, after=-1)

@@ -1,278 +1,228 @@
-"""``repro_script``: a standalone script (LlamaIndex API only) that replays a shrunk trace.
+"""A LlamaIndex Workflows finding as a short script: the workflow, the calls the case made, the
+check.
 
-The script builds the same linear workflow with hand-written classes, runs the operations in one
-process and prints, per operation, the effects that fired and the stored state.  Exception-kind
-crash points raise inside the task as in the fuzzer; a ``sigkill`` crash point becomes the same
-exception (the script has no second process), which the script says where it happens.
-Core and server variants are covered; DBOS returns ``None`` (its recovery needs a second process).
+``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
+definitions below (pasted by name with ``inspect.getsource``: real code, importable and tested
+here), a ``Workflow`` class with one ``@step`` per task (a few lines each, written from the
+plan, as ``build.py`` builds it), and the lines ``core_case.py`` recorded while the engine
+replayed the trace: ``await drive('run-1', wf.run())``, ``ctx = Context.from_dict(wf,
+load('run-1'))``, ``handler.ctx.send_event(Ans1(response='a'))``.  The caller's store of
+``ctx.to_dict()`` snapshots is a list in memory (the case keeps the same rows in SQLite).
+
+A race becomes straight lines: every racer restores the snapshot, then each answers and runs in
+turn: the interleaving in which all read before any writes (a forced race holds them there).
+Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
+recover / fork / race / query, exception crash points and out-of-schema outputs.  Not: SIGKILL,
+tampering, twin recovery, and the server and DBOS variants; for those the adapter falls back to
+the older unchecked script (``repro_legacy.py``).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
+from dataclasses import replace
 
-from adapters.protocol import Variant, Workflow
-
-HEADER = '''\
-"""Replay of a resumefuzz trace on LlamaIndex Workflows ({variant}).
-
-pip install llama-index-workflows==2.26.1 llama-agents-server==0.8.0
-Workflow: tasks 1..{n} in order, gates {gates}; each task fires one effect (printed), then
-appends itself to state.done (a gate also sets state.answers[t]).
-Operations: {ops}
-"""
-import asyncio, json, os, sqlite3, tempfile
 from pydantic import BaseModel
-from workflows import Context, Workflow, step
-from workflows.events import (Event, HumanResponseEvent, InputRequiredEvent, StartEvent,
-                              StopEvent, WorkflowIdleEvent)
+from workflows.events import InputRequiredEvent, WorkflowIdleEvent
 
-N, GATES, GATE_STYLE = {n}, {gates}, {gate!r}
-EFFECTS = []          # (branch, task, value), one per firing
-CURRENT = {{"branch": None, "crash": None, "bad": None}}
+from adapters.protocol import installed_versions
+from adapters.toolkit.repro_runtime import crash_point, effect
+from adapters.toolkit.script import (
+    Script,
+    check_for,
+    header,
+    looped,
+    race_interleaving,
+    step_of,
+    thread_label,
+    without_docstring,
+)
+
+BAD_OUTPUT, EVERY_STEP = None, False  # the script's own lines set these
+PINNED = ("llama-index-workflows",)
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
 
 
-class InjectedCrash(Exception):
-    pass
+# -- what the script contains --------------------------------------------------------------------
 
 
 class RunState(BaseModel):
     done: list[int] = []
-    answers: dict[int, str] = {{}}
+    answers: dict[int, str] = {}
 
 
-def point(task, phase):
-    if CURRENT["crash"] == (task, phase):
-        CURRENT["crash"] = None
-        raise InjectedCrash(f"crash at task {{task}}, {{phase}}")
-
-
-async def body(ctx, t, value):
-    EFFECTS.append((CURRENT["branch"], t, value))
-    point(t, "in_flight")
-    out = "<bad>" if CURRENT["bad"] == t else t
-    async with ctx.store.edit_state() as s:
-        s.done = [*s.done, out]
+async def task_body(ctx, t, value):
+    """Task t's work: its one effect, then its result in the typed state."""
+    effect(t, value)
+    crash_point(t, "after its effect")
+    async with ctx.store.edit_state() as state:
+        state.done = [*state.done, "<bad>" if t == BAD_OUTPUT else t]
         if value is not None:
-            s.answers = {{**s.answers, t: value}}
-'''
+            state.answers = {**state.answers, t: value}
 
 
-def script(variant: Variant, workflow: Workflow, ops) -> str | None:
-    backend = variant.options["backend"]
-    if backend == "dbos":
-        return None
-    gate = variant.options["gate"]
-    n, gates = workflow.n, sorted(workflow.gates)
-    parts = [HEADER.format(variant=variant.name, n=n, gates=set(gates) or "{}", gate=gate,
-                           ops=json.dumps([op.to_json() for op in ops]))]
-    for t in range(1, n + 1):
-        parts.append(f"class Done{t}(Event):\n    pass\n\n\n")
-    for t in gates:
-        parts.append(f"class Ask{t}(InputRequiredEvent):\n    pass\n\n\n"
-                     f"class Ans{t}(HumanResponseEvent):\n    pass\n\n\n")
-    parts.append("class Linear(Workflow):\n")
-    for t in range(1, n + 1):
-        prev = "StartEvent" if t == 1 else f"Done{t - 1}"
-        ret = "StopEvent" if t == n else f"Done{t}"
-        result = 'StopEvent(result="done")' if t == n else f"Done{t}()"
-        begins = f"        point({t - 1}, 'after_commit')\n" if t > 1 else ""
-        begins += f"        point({t}, 'before_effect')\n"
-        if t in gates and gate == "event":
-            parts.append(f"    @step\n    async def ask{t}(self, ctx: Context[RunState], ev: {prev})"
-                         f" -> Ask{t}:\n{begins}        return Ask{t}()\n\n")
-            parts.append(f"    @step\n    async def task{t}(self, ctx: Context[RunState], ev: Ans{t})"
-                         f" -> {ret}:\n        point({t}, 'before_effect')\n"
-                         f"        await body(ctx, {t}, ev.response)\n        return {result}\n\n")
-        elif t in gates:
-            parts.append(f"    @step\n    async def task{t}(self, ctx: Context[RunState], ev: {prev})"
-                         f" -> {ret}:\n{begins}"
-                         f"        ans = await ctx.wait_for_event(Ans{t}, waiter_event=Ask{t}(),"
-                         f" waiter_id='gate{t}', timeout=None)\n"
-                         f"        await body(ctx, {t}, ans.response)\n        return {result}\n\n")
-        else:
-            parts.append(f"    @step\n    async def task{t}(self, ctx: Context[RunState], ev: {prev})"
-                         f" -> {ret}:\n{begins}        await body(ctx, {t}, None)\n"
-                         f"        return {result}\n\n")
-    parts.append("\n" + _format_driver(CORE_DRIVER if backend == "core" else SERVER_DRIVER, variant))
-    parts.append("\n\nOPS = json.loads(" + repr(json.dumps([op.to_json() for op in ops])) + ")\n")
-    parts.append(MAIN)
-    return "".join(parts)
+SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict()), oldest first
 
 
-CORE_DRIVER = '''
-# The caller stores ctx.to_dict() snapshots (the documented persistence), one per row.
-SNAPSHOTS = []        # (thread, asked_gate_or_None, snapshot dict)
-SCHEDULE = {schedule!r}
+def save(thread, snapshot, asked=None):
+    SNAPSHOTS.append((thread, asked, json.loads(json.dumps(snapshot))))
 
 
-def head(thread):
-    rows = [r for r in SNAPSHOTS if r[0] == thread]
-    return rows[-1] if rows else None
+def load(thread):
+    return [s for t, _, s in SNAPSHOTS if t == thread][-1]
 
 
-async def drive(wf, thread, handler, asked=None):
-    async for ev in handler.stream_events(expose_internal=True):
-        if isinstance(ev, InputRequiredEvent):
-            asked = int(type(ev).__name__[3:])
-        if isinstance(ev, WorkflowIdleEvent):
-            SNAPSHOTS.append((thread, asked, handler.ctx.to_dict()))
+def snapshot(k):
+    """The k-th snapshot the caller stored (1: the first)."""
+    return SNAPSHOTS[k - 1][2]
+
+
+async def drive(thread, handler, asked=None):
+    """Read the run's events until it goes idle (it waits for an answer: snapshot, stop) or
+    ends (snapshot); with EVERY_STEP, a snapshot on every event while it runs too."""
+    async for event in handler.stream_events(expose_internal=True):
+        if isinstance(event, InputRequiredEvent):
+            asked = int(type(event).__name__[3:])
+        if isinstance(event, WorkflowIdleEvent):
+            save(thread, handler.ctx.to_dict(), asked)
             await handler.cancel_run()
-            return "interrupted"
-        if SCHEDULE == "step":
-            snap = handler.ctx.to_dict()
-            if snap["is_running"]:
-                SNAPSHOTS.append((thread, None, snap))
-    await handler
-    SNAPSHOTS.append((thread, None, handler.ctx.to_dict()))
-    return "completed"
+            return event
+        if EVERY_STEP and handler.ctx.to_dict().get("is_running"):
+            save(thread, handler.ctx.to_dict())
+    result = await handler
+    save(thread, handler.ctx.to_dict())
+    return result
 
 
-async def apply(wf, op):
-    thread = op["thread"]
-    if op["op"] == "start":
-        return await drive(wf, thread, wf.run())
-    if op["op"] == "fork":
-        rows = [r for r in SNAPSHOTS if r[0] == thread and r[1] == op["gate"]]
-        SNAPSHOTS.append((op["new_thread"], rows[-1][1], rows[-1][2]))
-        thread = op["new_thread"]
-    if op["op"] in ("resume", "fork"):
-        _, asked, snap = head(thread)
-        if asked is None:
-            raise RuntimeError("nothing pending in the head snapshot")
-        handler = wf.run(ctx=Context.from_dict(wf, json.loads(json.dumps(snap))))
-        handler.ctx.send_event(globals()[f"Ans{{asked}}"](response=op["value"]))
-        return await drive(wf, thread, handler)
-    if op["op"] == "recover":
-        row = head(thread)
-        if row is None:
-            return await drive(wf, thread, wf.run())
-        if not row[2]["is_running"]:
-            return "completed"
-        return await drive(wf, thread, wf.run(ctx=Context.from_dict(wf, row[2])), row[1])
-    raise NotImplementedError(op["op"])
+def outcome(stopped_at):
+    return "interrupted" if isinstance(stopped_at, WorkflowIdleEvent) else "completed"
 
 
-def state(thread):
-    row = head(thread)
-    if row is None:
-        return "nothing stored"
-    value = json.loads(row[2]["state"]["state_data"])["value"]
-    return {{"done": value["done"], "answers": value["answers"], "asked": row[1],
-            "is_running": row[2]["is_running"]}}
-'''
-
-SERVER_DRIVER = '''
-# llama-agents-server: WorkflowServer on a SqliteWorkflowStore; thread name = handler id.
-import llama_agents.server.server as server_module
-from llama_agents.server import SqliteWorkflowStore, WorkflowServer
-
-DB = os.path.join(tempfile.mkdtemp(), "server.sqlite")
-SERVER = {{"s": None}}
+def read_state(thread):
+    """Tasks done, answers and the gate waiting, as the newest snapshot of ``thread`` has them."""
+    rows = [(asked, s) for t, asked, s in SNAPSHOTS if t == thread]
+    if not rows:
+        return {"done": [], "answers": {}, "pending": None}
+    asked, snap = rows[-1]
+    value = json.loads(snap["state"]["state_data"])["value"]
+    waiting = [int(w["waiter_id"][4:]) for worker in snap["workers"].values()
+               for w in worker["collected_waiters"] if w["resolved_event"] is None]
+    return {"done": value["done"], "answers": value["answers"], "pending": (waiting or [asked])[0]}
 
 
-async def server(recovering=False):
-    if SERVER["s"] is not None and not recovering:
-        return SERVER["s"]
-    if SERVER["s"] is not None:
-        await SERVER["s"].stop()
-    from datetime import timedelta
-    server_module.RESUME_FRESH_HANDLER_GRACE = None if recovering else timedelta(days=36500)
-    s = WorkflowServer(workflow_store=SqliteWorkflowStore(DB))
-    extra = [globals()[f"{{k}}{{g}}"] for g in GATES for k in ("Ask", "Ans")]
-    s.add_workflow("linear", Linear(timeout=None), additional_events=extra)
-    await s.start()
-    if s._runtime_core._persistence.resume_task is not None:
-        await s._runtime_core._persistence.resume_task
-    SERVER["s"] = s
-    return s
+# -- composing it ----------------------------------------------------------------------------------
 
 
-async def follow(s, run_id):
-    handler = s._service._workflow_run_handler("linear", run_id)
-    async for ev in handler.stream_events(expose_internal=True):
-        if isinstance(ev, WorkflowIdleEvent):
-            return "interrupted"
-    await handler
-    return "completed"
+def _source(*objects) -> str:
+    return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def asked(run_id):
-    rows = sqlite3.connect(DB).execute(
-        "select event_json from events where run_id = ? order by sequence desc", (run_id,))
-    for (text,) in rows:
-        kind = json.loads(text).get("type", "")
-        if kind.startswith("Ask"):
-            return int(kind[3:])
-    return max(GATES)
+def workflow_class(n: int, gates, idiom: str, crashes: bool) -> str:
+    """``class Linear(Workflow)``: task t a step taking ``Done<t-1>`` (``StartEvent``) and
+    returning ``Done<t>`` (``StopEvent``); a gate waits with ``ctx.wait_for_event`` (``wait``)
+    or is a step ``ask<t>`` returning ``Ask<t>`` whose answer ``Ans<t>`` starts the task
+    (``event``), as ``build.py`` builds it."""
+    begin = (lambda t: [f'        crash_point({t}, "before its effect")']) if crashes else (lambda t: [])
+    events = [f"class Done{t}(Event):\n    pass" for t in range(1, n)]
+    events += [f"class Ask{g}(InputRequiredEvent):\n    pass\nclass Ans{g}(HumanResponseEvent):\n    pass"
+               for g in sorted(gates)]
+    lines = ["class Linear(Workflow):"]
+    for t in range(1, n + 1):
+        takes = "StartEvent" if t == 1 else f"Done{t - 1}"
+        gives = "StopEvent" if t == n else f"Done{t}"
+        done = 'StopEvent(result="done")' if t == n else f"Done{t}()"
+        value = "None"
+        body = begin(t)
+        if t in gates and idiom == "event":
+            lines += ["    @step", f"    async def ask{t}(self, ev: {takes}) -> Ask{t}:", *begin(t),
+                      f"        return Ask{t}()"]
+            takes, value = f"Ans{t}", "ev.response"
+        elif t in gates:
+            body += [f"        answer = await ctx.wait_for_event(Ans{t}, waiter_event=Ask{t}(), "
+                     f'waiter_id="gate{t}", timeout=None)']
+            value = "answer.response"
+        lines += ["    @step", f"    async def task{t}(self, ctx: Context[RunState], ev: {takes}) -> {gives}:",
+                  *body, f"        await task_body(ctx, {t}, {value})", f"        return {done}"]
+    return "\n".join(events + lines)
 
 
-async def apply(wf, op):
-    thread = op["thread"]
-    if op["op"] == "start":
-        s = await server()
-        data = await s._service.start_workflow(s._service.get_workflow("linear"), thread)
-        return await follow(s, data.run_id)
-    if op["op"] == "resume":
-        s = await server()
-        data = await s._service.resolve_handler(thread)
-        event = globals()[f"Ans{{op.get('gate') or asked(data.run_id)}}"](response=op["value"])
-        # POST /events/{{handler_id}} = _service.send_event, which only schedules the delivery;
-        # await the same adapter call so that an idle-released run is rebuilt before following.
-        from workflows.runtime.types.ticks import TickAddEvent
-        adapter = s._runtime_core._runtime.get_external_adapter(data.run_id)
-        await adapter.send_event(TickAddEvent(event=event))
-        return await follow(s, data.run_id)
-    if op["op"] == "recover":
-        s = await server(recovering=True)
-        data = await s._service.load_persistent_handler(thread)
-        if data is None or data.status in ("failed", "cancelled"):
-            data = await s._service.start_workflow(s._service.get_workflow("linear"), thread)
-        elif data.status == "completed":
-            return "completed"
-        elif data.idle_since is not None:
-            return "interrupted"
-        return await follow(s, data.run_id)
-    raise NotImplementedError(op["op"])
+def reproduction(variant, workflow, evidence) -> str | None:
+    options = dict(variant.options)
+    ops = evidence.ops[: evidence.step + 1]
+    if options.get("backend") != "core" or any(op.name not in SUPPORTED_OPS for op in ops) or any(
+            getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
+        return None
+    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
+    if check is None:
+        return None
+    steps = []
+    for i, op in enumerate(ops):
+        log = evidence.calls[i]
+        if op.name == "race":
+            calls = race_interleaving(log, rename="restored", read="from_dict(")
+            if calls is None:
+                return None
+        else:
+            calls = looped([src for kind, src in log if kind == "call"])
+        if op.name == "query":
+            calls = []  # a read: the check does it
+        elif not calls and op.name != "race":
+            return None  # the case made no call (nothing to answer): nothing to repeat
+        last = i == evidence.step
+        if last and check.aspect == "outcome" and not calls[-1].startswith("await drive("):
+            return None
+        note = " (here: every racer restores the snapshot before any runs)"
+        steps.append(step_of(evidence, i, calls, note=note if op.name == "race" else ""))
+    if check.aspect == "state":
+        thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
+        check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
+    crashes = any(s.crash for s in steps)
+    bad = any(s.bad_output is not None for s in steps)
+    body = _source(task_body)
+    if not crashes:
+        body = "\n".join(line for line in body.splitlines() if "crash_point(" not in line)
+    if not bad:
+        body = body.replace('"<bad>" if t == BAD_OUTPUT else t', "t")
+    every_step = options["snapshot"] == "step"
+    drive_src = _source(drive)
+    if not every_step:  # snapshots at a pause and at the end only: no per-event save
+        lines = drive_src.splitlines()
+        cut = next(i for i, line in enumerate(lines) if "EVERY_STEP" in line)
+        drive_src = "\n".join(lines[:cut] + lines[cut + 2:])
+    if not workflow.gates:  # nothing ever asks
+        drive_src = "\n".join(line for line in drive_src.splitlines()
+                              if "InputRequiredEvent" not in line and "asked = int(" not in line)
+    every = "\n".join(c for s in steps for c in s.calls)
+    readers = [f for f in (snapshot, outcome, read_state)
+               if f.__name__ + "(" in every or (f is outcome and check.aspect == "outcome")
+               or (f is read_state and check.aspect == "state")]
+    parts = [_source(RunState), body,
+             workflow_class(workflow.n, set(workflow.gates), options["gate"], crashes),
+             "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
+             _source(save, *([load] if "load(" in every else [])), drive_src, *([_source(*readers)] if readers else [])]
+    glue = [*(["EVERY_STEP = True  # a snapshot on every event, not only when idle"] if every_step else []),
+            *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
+              if any(s.bad_output is not None for s in steps[1:]) else []),
+            "wf = Linear(timeout=None)"]
+    text = "\n".join(parts)
+    events = [k for k in ("Event", "HumanResponseEvent", "InputRequiredEvent", "StartEvent", "StopEvent",
+                          "WorkflowIdleEvent") if re.search(rf"\b{k}\b", text)]
+    imports = ("from pydantic import BaseModel",
+               "from workflows import Context, Workflow, step",
+               "from workflows.events import " + ", ".join(events))
+    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
+    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
+    return Script(
+        header=header("LlamaIndex Workflows", variant.description, evidence, pins),
+        imports=imports,
+        workflow_src="\n".join([text, *glue]),
+        steps=tuple(steps),
+        check=check,
+        stdlib=("json",),
+        asynchronous=True,
+    ).source()
 
 
-def state(thread):
-    con = sqlite3.connect(DB)
-    row = con.execute("select run_id, status from handlers where handler_id = ?", (thread,))
-    row = row.fetchone()
-    if row is None:
-        return "nothing stored"
-    st = con.execute("select state_json from workflow_state where run_id = ?", (row[0],))
-    st = st.fetchone()
-    value = json.loads(st[0])["value"] if st else {{}}
-    return {{"handler": row[1], "done": value.get("done"), "answers": value.get("answers")}}
-'''
-
-MAIN = '''
-
-async def main():
-    wf = Linear(timeout=None)
-    for i, op in enumerate(OPS):
-        crash = op.get("crash")
-        CURRENT.update(branch=op.get("new_thread") or op["thread"], bad=op.get("bad_output"),
-                       crash=(crash["task"], crash["phase"]) if crash else None)
-        if crash and crash.get("kind") == "sigkill":
-            print("  (the fuzzer killed the process here with SIGKILL; this script raises)")
-        before = len(EFFECTS)
-        if op["op"] in ("tamper", "race", "twin_recover", "query"):
-            print(f"op {i}: {op} -- not replayed by this script (see the shrink report)")
-            continue
-        try:
-            outcome = await apply(wf, op)
-        except Exception as exc:  # noqa: BLE001
-            outcome = f"raised {type(exc).__name__}: {exc}"
-        print(f"op {i}: {op}\\n  outcome: {outcome}\\n  effects: {EFFECTS[before:]}\\n"
-              f"  state: {state(op.get('new_thread') or op['thread'])}")
-
-
-asyncio.run(main())
-'''
-
-
-def _format_driver(driver: str, variant: Variant) -> str:
-    return driver.format(schedule=variant.options.get("snapshot", "idle"))
+__all__ = ["reproduction"]

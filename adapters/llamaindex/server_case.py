@@ -42,7 +42,7 @@ from adapters.protocol import (
 
 from . import tamper
 from .build import RunSlot, answer_classes, answer_event, build
-from .common import close_loop, copy_side_files, copy_sqlite, failure
+from .common import as_retried_answer, close_loop, copy_side_files, copy_sqlite, failure
 from .view import decode_state_json, pending_gate
 
 FILE = "server.sqlite"
@@ -99,6 +99,7 @@ class ServerCase(Case):
             slot.hooks = None
 
     async def _run(self, op, hooks) -> str:
+        op = as_retried_answer(op)
         if isinstance(op, Start):
             server = await self._server()
             data = await server._service.start_workflow(self.wf, op.thread)
@@ -282,7 +283,7 @@ class ServerCase(Case):
         pending = pending_gate(self.plan, self.gate, snapshot, done, self._asked(run_id))
         return StateView.of(self.plan, done, answers, pending)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         row = self._handler(thread)
         if row is None:
             raise HarnessError(f"the adapter finds nothing stored for {thread!r} to tamper with")
@@ -296,7 +297,7 @@ class ServerCase(Case):
                              (tamper.corrupt_text(data), tick_id))
                 return
             done, answers = self._done_answers(run_id)
-            value = tamper.bad_state(self.plan, how, done, answers)
+            value = tamper.bad_state(self.plan, how, done, answers, part)
             conn.execute(
                 "UPDATE workflow_state SET state_json = ? WHERE run_id = ? AND namespace = ''",
                 (tamper.pydantic_state_json(value, tamper.STATE_QUALNAME), run_id),

@@ -52,6 +52,10 @@ class SnapshotStore:
             (thread,),
         ).fetchone()
 
+    def asked(self, row_id: int) -> int | None:
+        row = self.conn.execute("SELECT asked FROM snapshots WHERE id = ?", (row_id,)).fetchone()
+        return row[0] if row else None
+
     def rows(self, thread: str) -> list[tuple[int, int | None, str]]:
         return self.conn.execute(
             "SELECT id, asked, body FROM snapshots WHERE thread = ? ORDER BY id", (thread,)

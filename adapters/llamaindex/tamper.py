@@ -16,9 +16,10 @@ def corrupt_text(text: str) -> str:
     return text[: max(1, len(text) // 2)] + "\x00\ufffd{corrupt"
 
 
-def bad_state(workflow: Workflow, how: str, done: list, answers: dict) -> dict:
+def bad_state(workflow: Workflow, how: str, done: list, answers: dict, part=None) -> dict:
     """``{"done": ..., "answers": ...}`` for ``invalid`` (decodes, breaks the schema: an unknown
-    task, and an answer outside ``values``) or ``forged`` (``forge``: schema-valid, not produced)."""
+    task, and an answer outside ``values``) or ``forged`` (``forge``: schema-valid, not produced;
+    ``part`` ``"done"`` or ``"answer:<t>"`` edits that part of the state alone)."""
     if how == "invalid":
         bad_answers = {str(k): v for k, v in answers.items()}
         gate = min(workflow.gates) if workflow.gates else workflow.n
@@ -26,7 +27,7 @@ def bad_state(workflow: Workflow, how: str, done: list, answers: dict) -> dict:
         return {"done": [*done, workflow.n + 7], "answers": bad_answers}
     if how == "forged":
         durable = Durable(tuple(done), sorted_pairs(answers.items()))
-        forged = forge(workflow, durable)
+        forged = forge(workflow, durable, part)
         return {"done": list(forged.done), "answers": {str(k): v for k, v in forged.answers}}
     raise ValueError(f"bad_state does not write {how!r}")
 

@@ -20,6 +20,34 @@ DISTRIBUTIONS = ("pydantic-graph", "pydantic", "pydantic-core", "anyio", "logfir
 
 class PydanticGraphAdapter(Adapter):
     name = "pydantic-graph"
+    _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
+    _probe = None
+
+    def use_store(self, factory_path: str) -> None:
+        """``--store mypkg.persist:make_persistence``: every variant runs on that factory's
+        ``BaseStatePersistence``, one per run (``custom.py``).  A plain ``def`` factory only:
+        the adapter drives each operation in its own ``asyncio.run``, so a persistence built on
+        an event loop of the factory's own would outlive it."""
+        from adapters import storefactory
+        from adapters.protocol import StoreFactoryError
+
+        factory = storefactory.load(factory_path)
+        if factory.asynchronous:
+            raise StoreFactoryError(f"--store {factory_path!r}: target 'pydantic-graph' takes a "
+                                    "plain `def` factory (the persistence's methods are async "
+                                    "already; each operation runs in its own asyncio.run)")
+        self._store = factory
+
+    def store_probe(self):
+        """What the factory's handle offers (one call of the factory in a forked child)."""
+        from adapters import storefactory
+
+        from .custom import check_persistence, require_reader
+
+        if self._probe is None:
+            self._probe = storefactory.probe(self._store, self.name, check_persistence)
+            require_reader(self._store, self._probe)
+        return self._probe
 
     def environment(self):
         # logfire-api is a no-op shim unless logfire is installed; switch it off regardless.
@@ -35,14 +63,28 @@ class PydanticGraphAdapter(Adapter):
         import pydantic_graph.graph  # noqa: F401
         import pydantic_graph.persistence.file  # noqa: F401
         import pydantic_graph.persistence.in_mem  # noqa: F401
+        if self._store is not None:
+            self.store_probe()  # a broken factory fails here, in one line, before any case
 
     def versions(self):
-        return installed_versions(DISTRIBUTIONS)
+        out = installed_versions(DISTRIBUTIONS)
+        if self._store is not None:  # the store's package; the factory path is inert text
+            out[self._store.distribution] = self._store.version
+            out["store-factory"] = self._store.path
+        return out
 
     def variants(self):
+        if self._store is not None:
+            from .custom import custom_variants
+
+            return custom_variants(self._store)
         return _variants.all_variants()
 
     def capabilities(self, variant: Variant):
+        if variant.options["backend"] == "custom":
+            from .custom import capabilities
+
+            return capabilities(self._store, self.store_probe())
         return _variants.capabilities(variant)
 
     def deviations(self, variant: Variant):
@@ -54,14 +96,23 @@ class PydanticGraphAdapter(Adapter):
         return PydanticGraphCase(variant, workflow, Path(workdir))
 
     def cleanup(self, variant: Variant, workdir: Path) -> None:
-        """Nothing lives outside ``workdir``: the files are the engine's to remove."""
+        """Nothing of the built-in stores lives outside ``workdir``: the files are the engine's
+        to remove.  A custom store's runs get their factory's ``StoreHandle.cleanup``."""
+        if variant is not None and variant.options.get("backend") == "custom":
+            from .custom import cleanup
+
+            cleanup(Path(workdir), variant.options["store_factory"])
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence):
+        if variant.options.get("backend") == "custom":
+            return None  # not written yet for a custom store: the report says so
         from .repro import reproduction
 
         return reproduction(variant, workflow, evidence)
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops):
+        if variant.options.get("backend") == "custom":
+            return None
         from .repro_legacy import repro_script
 
         return repro_script(variant, workflow, ops)

@@ -30,6 +30,8 @@ from adapters.protocol import (
     HarnessError,
     Recover,
     Resume,
+    SideTable,
+    StaleResume,
     Start,
     StateView,
     Variant,
@@ -39,7 +41,7 @@ from adapters.protocol import (
 )
 from adapters.toolkit.script import thread_label
 
-from .store import FileStore, MemoryStore, durable_of
+from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
 from .workflow_graph import Deps, WfState, build
 
 
@@ -54,10 +56,18 @@ class PydanticGraphCase(Case):
         self.corrupt_how = options.get("corrupt", "truncate")
         self.built = build(options["shape"], workflow)
         self.graph = self.built.graph
-        if self.backend == "file":
+        self.start_spelling = options.get("start", "iter")
+        if self.backend == "custom":  # bring your own store (--store): custom.py
+            from .custom import CustomStore
+
+            self.store = CustomStore(self.workdir, self.built, options["store_factory"])
+        elif self.backend == "file":
             self.store = FileStore(self.workdir, self.built)
         else:
             self.store = MemoryStore(self.workdir, self.built, self.backend)
+        # thread -> {gate: id of the snapshot that asked it}: the handle a user keeps to fork
+        # from that checkpoint later (``NodeSnapshot.id``, pydantic-graph's own snapshot id).
+        self.asked = SideTable(self.workdir, "pydantic_graph_gate_snapshots.json")
 
     # -- executing operations -----------------------------------------------------------------
     def run(self, op, hooks) -> str:
@@ -77,7 +87,11 @@ class PydanticGraphCase(Case):
 
         def on_snapshot(node):
             if self.built.is_unanswered_gate(node):
-                deps.hooks.task_begins(self.built.task_of(node))
+                gate = self.built.task_of(node)
+                # The snapshot just written (the newest): its id is the user's handle.
+                self.asked.set(thread, {**(self.asked.get(thread) or {}),
+                                        str(gate): self.store.last_id(thread)})
+                deps.hooks.task_begins(gate)
 
         p.on_snapshot = on_snapshot
         return p
@@ -93,7 +107,44 @@ class PydanticGraphCase(Case):
             return await self._recover(op.thread, deps)
         if isinstance(op, Fork):
             return await self._fork(op, deps)
+        if isinstance(op, StaleResume):
+            if self.resume_spelling == "docs":
+                return await self._stale_docs(op, deps)
+            # iter_from_persistence takes no snapshot: the caller's handle is the persistence
+            # itself, so answering through it is the resume call again.
+            return await self._resume_ifp(Resume(op.thread, value=op.value), deps)
         raise HarnessError(f"Case.run does not take {op.name!r}")
+
+    async def _stale_docs(self, op: StaleResume, deps: Deps) -> str:
+        """The docs' idiom with the snapshot a second caller loaded while gate ``op.gate`` was
+        next (``load_next()`` then), answered since: ``graph.iter`` of the gate node with the
+        answer, from that snapshot's state, on the same persistence."""
+        p = self._persistence(op.thread, deps)
+        self._p("p", op.thread)
+        self._rec("snapshots = await p.load_all()")
+        snapshots = await p.load_all()
+        held = self._gate_snapshot(snapshots, op.thread, op.gate)
+        self._rec(f"async with graph.iter({self._node(op.gate, op.value)}, "
+                  f"state=snapshots[{snapshots.index(held)}].state, persistence=p) as run:")
+        node = self.built.node(op.gate, answer=op.value)
+        async with self.graph.iter(node, state=held.state, deps=deps, persistence=p) as run:
+            return await self._drive(run)
+
+    def _gate_snapshot(self, snapshots, thread: str, gate: int):
+        """The checkpoint as a user addresses it: by the id of the snapshot that asked the gate
+        (kept when the run paused there), whatever the store now holds under that id; a
+        branch's own fork point was never asked, so it is the newest node snapshot whose node
+        is gate ``gate``.  (Scanning by node alone lost the checkpoint a forged tamper had
+        rewritten: the fork then failed in the adapter, a tool error, where pydantic-graph hands
+        the forged snapshot back without complaint.)"""
+        kept = (self.asked.get(thread) or {}).get(str(gate))
+        found = next((s for s in snapshots if kept is not None and s.id == kept), None)
+        found = found or next((s for s in reversed(snapshots)
+                               if s.kind == "node" and self.built.task_of(s.node) == gate), None)
+        if found is None:
+            raise HarnessError(f"the adapter found no snapshot of {thread!r} with gate "
+                               f"{gate} next")
+        return found
 
     # -- the call log (repro scripts): each call as a user writes it, names from repro.py ------
     def _rec(self, source: str) -> None:
@@ -101,27 +152,26 @@ class PydanticGraphCase(Case):
 
     def _p(self, var: str, thread: str) -> None:
         """Record how the script gets ``thread``'s persistence into the variable ``var``."""
-        kind = "file_persistence" if self.backend == "file" else "memory_persistence"
+        kind = {"file": "file_persistence", "custom": "custom_persistence"}.get(
+            self.backend, "memory_persistence")
         self._rec(f"{var} = {kind}({thread_label(thread)!r})")
 
     def _node(self, task: int, answer=None) -> str:
-        if self.built.shape != "single":
-            return "<unknown: the classes shape>"
+        if self.built.shape != "single":  # one class per task: T1, T2, ... (repro.task_class)
+            return f"T{task}(" + (f"answer={answer!r})" if answer is not None else ")")
         return f"Task({task}" + (f", answer={answer!r})" if answer is not None else ")")
 
     async def _drive(self, run) -> str:
         """Run nodes until the run ends or the next node is an unanswered gate."""
         from pydantic_graph import End
 
+        self._rec("    await drive(run)")  # the same loop, in the script (repro.drive)
         while True:
             node = run.next_node
             if isinstance(node, End):
-                self._rec("    outcome(run.next_node)")
                 return "completed"
             if self.built.is_unanswered_gate(node):
-                self._rec("    outcome(run.next_node)")
                 return "interrupted"
-            self._rec("    await run.next()")
             await run.next()
 
     async def _start(self, thread: str, deps: Deps) -> str:
@@ -131,6 +181,13 @@ class PydanticGraphCase(Case):
 
     async def _fresh_run(self, p, deps: Deps) -> str:
         first = self.built.node(1)
+        if self.start_spelling == "initialize" and not self.built.is_unanswered_gate(first):
+            # The run set up first and then continued from its persistence (graph.py:311-334).
+            self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
+            await self.graph.initialize(first, p, state=WfState())
+            self._rec("async with graph.iter_from_persistence(p) as run:")
+            async with self.graph.iter_from_persistence(p, deps=deps) as run:
+                return await self._drive(run)
         if self.built.is_unanswered_gate(first):
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
             await self.graph.initialize(first, p, state=WfState())
@@ -182,6 +239,9 @@ class PydanticGraphCase(Case):
         if self.backend == "simple":
             self._rec("last = p.last_snapshot")
             return p.last_snapshot
+        if self.backend == "custom":  # load_all, or the factory's reader (custom.py)
+            self._rec("last = <the latest snapshot, read back through the store factory>")
+            return await self.store.last(thread)
         self._rec("last = (await p.load_all())[-1]")
         snapshots = await p.load_all()
         return snapshots[-1] if snapshots else None
@@ -219,14 +279,7 @@ class PydanticGraphCase(Case):
         self._p("source", op.thread)
         self._rec("snapshots = await source.load_all()")
         snapshots = await source.load_all()
-        checkpoint = next(
-            (s for s in reversed(snapshots)
-             if s.kind == "node" and self.built.task_of(s.node) == op.gate),
-            None,
-        )
-        if checkpoint is None:
-            raise HarnessError(f"the adapter found no snapshot of {op.thread!r} with gate "
-                               f"{op.gate} next")
+        checkpoint = self._gate_snapshot(snapshots, op.thread, op.gate)
         target = self._persistence(op.new_thread, deps, create=True)
         self._p("p", op.new_thread)
         self._rec(f"await graph.initialize({self._node(op.gate, op.value)}, p, "
@@ -242,8 +295,53 @@ class PydanticGraphCase(Case):
     def query(self, thread: str) -> StateView:
         return self.store.query(thread)
 
-    def tamper(self, thread: str, how: str) -> None:
-        self._rec("<unknown: a tamper is not written as a script yet>")
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
+        if self.backend == "custom":  # only the store author's tamper (StoreHandle.tamper)
+            self._rec("<unknown: the store factory's own tamper>")
+            self.store.tamper(thread, how)
+            return
+        before = None if self.backend == "file" else (self.store.snapshots(thread) or [None])[-1]
+        status = getattr(before, "status", None)
+        self._tamper(thread, how, part)
+        self._rec_tamper(thread, how, before, status)
+
+    def _rec_tamper(self, thread: str, how: str, before, status) -> None:
+        """The tamper as a script writes it: the file edited on disk, or the newest snapshot
+        object replaced or edited in memory (what ``store.py`` just did, in pydantic-graph's
+        own classes)."""
+        label = thread_label(thread)
+        if self.backend == "file":
+            self._rec(f"path = Path(WORKDIR) / {label + '.json'!r}")
+            if how == "corrupt" and self.corrupt_how == "stale_lock":
+                lock = f"Path(str(path) + {LOCK_SUFFIX!r})"
+                self._rec(f"{lock}.write_bytes(b'left by a killed writer')")
+            elif how == "corrupt":
+                self._rec("path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])")
+            elif how == "invalid":
+                self._rec("doc = json.loads(path.read_bytes())")
+                self._rec("doc[-1]['state']['done'].append('<invalid>')")
+                self._rec("path.write_bytes(json.dumps(doc).encode())")
+            else:
+                self._rec("<unknown: a forged file is not written as a script yet>")
+            return
+        self._p("p", thread)
+        last = "p.history[-1]" if self.backend == "full" else "p.last_snapshot"
+        now = self.store.snapshots(thread)[-1]
+        state = (f"State(done={list(now.state.done)!r}, "
+                 f"answers={dict(now.state.answers)!r})")
+        if how == "invalid":
+            self._rec(f"{last}.state.done.append('<invalid>')")
+        elif now is before and getattr(now, "status", None) != status:
+            self._rec(f"{last}.status = 'success'")  # the pending record cleared
+        elif now is before:
+            self._rec(f"{last}.state = {state}")
+        elif now.kind == "end":
+            self._rec(f"{last} = EndSnapshot(state={state}, result=End(None), id={last}.id)")
+        else:
+            node = self._node(self.built.task_of(now.node))
+            self._rec(f"{last} = NodeSnapshot(state={state}, node={node}, id={last}.id)")
+
+    def _tamper(self, thread: str, how: str, part: str | None) -> None:
         if how == "corrupt":
             if self.backend != "file":
                 raise HarnessError("an in-memory store has no bytes to corrupt")
@@ -254,17 +352,28 @@ class PydanticGraphCase(Case):
         elif how == "invalid":
             self.store.invalid(thread)
         elif how == "forged":
-            self.store.forge(thread, forge(self.workflow, durable_of(self.store.query(thread))))
+            durable = durable_of(self.store.query(thread))
+            if part == "pending" and durable.pending is not None:
+                # pydantic-graph's pending-gate record is the gate node's snapshot with status
+                # 'created' (nothing runs it); clearing that record alone marks it run.
+                self.store.unask(thread)
+            else:
+                self.store.forge(thread, forge(self.workflow, durable, part))
         else:
             raise HarnessError(f"unknown tamper {how!r}")
 
     def clone_store(self, dest: Path) -> None:
+        if self.backend == "custom":
+            self.store.clone(Path(dest))
+            return
         if self.backend != "file":
             raise HarnessError("an in-memory store cannot be copied to another process")
         self.store.clone(Path(dest))
 
     def close(self) -> None:
-        if self.backend != "file":
+        if self.backend == "custom":
+            self.store.close()
+        elif self.backend != "file":
             from .store import _MEMORY
 
             _MEMORY.pop(str(self.workdir.resolve()), None)

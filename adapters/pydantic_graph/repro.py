@@ -3,20 +3,29 @@
 ``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
 definitions below (pasted into the script by name with ``inspect.getsource``: each is real code)
 and the calls ``case.py`` recorded while the engine replayed the trace: the persistence it
-opened, ``graph.initialize`` / ``graph.iter`` / ``graph.iter_from_persistence``, every
-``await run.next()`` it made, in order.  Each operation is an ``async def`` run with
-``asyncio.run``, as the case does.
+opened, ``graph.initialize`` / ``graph.iter`` / ``graph.iter_from_persistence``, then ``drive(run)``
+(the docs' loop over ``run.next()``, up to a gate with no answer), in order.  Each operation is
+an ``async def`` run with ``asyncio.run``, as the case does.
 
-Written for the ``single`` node shape (one ``Task(t, answer)`` class), the file and in-memory
-persistences, start / resume / recover / fork, exception crash points and out-of-schema outputs.
-Not (yet): the ``classes`` shape, tampering, races, SIGKILL and twin recovery; those fall back to
-the older unchecked script (``repro_legacy.py``).
+Written for both node shapes (one ``Task(t, answer)`` class, or ``T1`` .. ``Tn`` from
+``task_class``), the file and in-memory persistences, start / resume / recover / fork, exception
+crash points and out-of-schema outputs.
+A race on the file persistence is written as its racers one after the other, each with the
+calls of the variant's resume spelling and its own value (``racer_calls``; the lines the racers
+logged in one replay show only how far each got there): the interleaving in which the second racer,
+shown the same interrupt, arrives once the first has returned (how pydantic-graph's nodes,
+which carry no interrupt identity, let one answer reach the next gate).  A tamper is the edit
+``case.py`` made, written in the script: the file cut short, given a stale lock, or edited as
+JSON on disk; in memory, the newest snapshot object replaced (``NodeSnapshot`` /
+``EndSnapshot``) or edited.  Not (yet): a forged file, SIGKILL and twin recovery; those fall
+back to the older unchecked script (``repro_legacy.py``).
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, replace
+import typing
+from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 
 from pydantic_graph import BaseNode, End, GraphRunContext
@@ -26,17 +35,17 @@ from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     Script,
-    Step,
     check_for,
     header,
-    op_words,
+    source_as,
+    step_of,
     thread_label,
     without_docstring,
 )
 
 N, GATES, BAD_OUTPUT, PERSISTENCE = 2, {1}, None, None  # the script's glue sets these
 graph = None
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query"}
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
 PINNED = ("pydantic-graph", "pydantic")
 
 
@@ -56,6 +65,16 @@ def task_body(t, answer, state):
     if value is not None:
         state.answers[t] = value
     state.done.append(t)
+
+
+def task_body_bad_output(t, answer, state):
+    """``task_body``; task ``BAD_OUTPUT`` writes a value outside the state schema (a string
+    where it has a task number)."""
+    value = answer if t in GATES else None
+    effect(t, value)
+    if value is not None:
+        state.answers[t] = value
+    state.done.append("<bad>" if t == BAD_OUTPUT else t)
 
 
 def task_body_crashing(t, answer, state):
@@ -80,6 +99,17 @@ class Task(BaseNode[State, None, None]):
     async def run(self, ctx: GraphRunContext[State]) -> "Task | End[None]":
         task_body(self.t, self.answer, ctx.state)
         return End(None) if self.t >= N else Task(self.t + 1)
+
+
+def task_class(t, following):
+    """The ``classes`` shape: task t's own node class ``T<t>`` (a gate's has an ``answer``
+    field), whose run returns a ``following()`` node, or End after the last task."""
+    async def run(self, ctx: GraphRunContext[State]) -> following or End[None]:
+        task_body(t, getattr(self, "answer", None), ctx.state)
+        return following() if following else End(None)
+    fields = [("answer", typing.Optional[str], None)] if t in GATES else []
+    return make_dataclass(f"T{t}", fields, bases=(BaseNode[State, None, None],),
+                          namespace={"run": run, "t": t})
 
 
 def file_persistence(thread):
@@ -108,6 +138,14 @@ def read_state(snapshots):
             "answers": {str(t): v for t, v in last.state.answers.items()}}
 
 
+async def drive(run):
+    """Run nodes until the run ends or waits at a gate nobody answered (the docs' loop over
+    ``run.next()``); the node it stopped at."""
+    while not isinstance(run.next_node, End) and (run.next_node.t not in GATES or run.next_node.answer):
+        await run.next()
+    return run.next_node
+
+
 def outcome(next_node):
     return "completed" if isinstance(next_node, End) else "interrupted"
 
@@ -129,48 +167,57 @@ def _state_src(backend: str, op) -> str:
     return f"read_state([memory_persistence({thread!r}).last_snapshot])"
 
 
-def _without_outcome(calls: list) -> list:
-    """The calls without the ``outcome(run.next_node)`` lines (an empty block gets ``pass``)."""
-    out = []
-    for line in calls:
-        if line.strip().startswith("outcome("):
-            if out and out[-1].rstrip().endswith(":"):
-                out.append(line[: len(line) - len(line.lstrip())] + "pass")
-            continue
-        out.append(line)
-    return out
+def shape_glue(shape: str, n: int) -> list:
+    """The graph: one ``Task`` class, or (``classes``) ``T1`` .. ``Tn``, built last to first."""
+    if shape == "single":
+        return ["graph = Graph(nodes=[Task], state_type=State, run_end_type=type(None))"]
+    made = [f"T{t} = task_class({t}, {f'T{t + 1}' if t < n else 'None'})" for t in range(n, 0, -1)]
+    nodes = ", ".join(f"T{t}" for t in range(1, n + 1))
+    return [*made, f"graph = Graph(nodes=[{nodes}], state_type=State, run_end_type=type(None))"]
+
+
+def racer_calls(options: dict, op) -> list:
+    """A race as its racers one after the other: each one's resume, in the variant's spelling,
+    with its value; the second finds whatever the first left next (an answered gate's
+    successor), as a racer that arrives once the other has returned does."""
+    p = f"p = file_persistence({thread_label(op.thread)!r})"
+    if options["resume"] == "ifp":
+        one = lambda v: [p, "async with graph.iter_from_persistence(p) as run:",  # noqa: E731
+                         f"    run.next_node.answer = {v!r}", "    await drive(run)"]
+    else:  # the docs' idiom: load_next(), a new node with the answer, graph.iter
+        node = "Task(snapshot.node.t, " if options["shape"] == "single" else "type(snapshot.node)("
+        one = lambda v: [p, "snapshot = await p.load_next()",  # noqa: E731
+                         f"async with graph.iter({node}answer={v!r}), "
+                         "state=snapshot.state, persistence=p) as run:", "    await drive(run)"]
+    return [line for value in op.values for line in one(value)]
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
-    if options.get("shape") != "single" or any(op.name not in SUPPORTED_OPS for op in ops) or any(
+    if any(op.name not in SUPPORTED_OPS for op in ops) or any(
             getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
         return None
-    check = check_for(evidence, state_readable=True)
+    if options["backend"] != "file" and any(op.name == "race" for op in ops):
+        return None  # racers in other processes share only a file
+    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
     if check is None:
         return None
     if check.aspect == "state":
         check = replace(check, state_src=_state_src(options["backend"], ops[-1]))
     steps = []
     for i, op in enumerate(ops):
-        calls = [src for kind, src in evidence.calls[i] if kind == "call"]
-        if check.aspect != "outcome":  # only an outcome check needs the run's next node
-            calls = _without_outcome(calls)
+        calls = (racer_calls(options, op) if op.name == "race" else
+                 [src for kind, src in evidence.calls[i] if kind == "call"])
         if any("<unknown" in c for c in calls) or (op.name != "query" and not calls):
             return None
-        crash = getattr(op, "crash", None)
-        observed = evidence.observed[i] if i < len(evidence.observed) else None
-        steps.append(Step(
-            comment=op_words(op, observed),
-            calls=tuple(calls) if op.name != "query" else (),
-            crash=(crash.task, crash.phase, crash.kind) if crash else None,
-            bad_output=getattr(op, "bad_output", None),
-            guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
-            observed=i == evidence.step,
-        ))
+        note = (" (here: one racer after the other, the second shown the same interrupt as "
+                "the first)" if op.name == "race" else "")
+        steps.append(step_of(evidence, i, calls if op.name != "query" else (), note=note))
+    single = options["shape"] == "single"
     instrumented = any(s.crash or s.bad_output for s in steps)
-    body = task_body_crashing if instrumented else task_body
+    body = (task_body_crashing if any(s.crash for s in steps) else
+            task_body_bad_output if instrumented else task_body)
     backend = options["backend"]
     saver = file_persistence if backend == "file" else memory_persistence
     memory = ([] if backend == "file" else
@@ -178,27 +225,37 @@ def reproduction(variant, workflow, evidence) -> str | None:
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if instrumented else []),
-            *([f"task_body = {body.__name__}"] if body is not task_body else []),
-            "graph = Graph(nodes=[Task], state_type=State, run_end_type=type(None))", *memory]
+            *shape_glue(options["shape"], workflow.n), *memory]
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     text = header("pydantic-graph", variant.description, evidence, pins)
-    imports = ["from dataclasses import dataclass, field", "from pathlib import Path",
+    imports = ["from dataclasses import dataclass, field" + ("" if single else ", make_dataclass"),
+               "from pathlib import Path",
                "from pydantic_graph import BaseNode, End, GraphRunContext",
                "from pydantic_graph.graph import Graph"]
     imports.append("from pydantic_graph.persistence.file import FileStatePersistence"
                    if backend == "file" else
                    "from pydantic_graph.persistence.in_mem import "
                    f"{'Full' if backend == 'full' else 'Simple'}StatePersistence")
+    written = " ".join(c for step in steps for c in step.calls)
+    snapshots = [k for k in ("EndSnapshot", "NodeSnapshot") if k + "(" in written]
+    if snapshots:  # a tamper that replaces the newest snapshot object
+        imports.append(f"from pydantic_graph.persistence import {', '.join(snapshots)}")
     return Script(
         header=text,
         imports=tuple(imports),
-        workflow_src="\n".join([_source(State, body, Task, saver,
+        # The body the steps need, under the one name the nodes call.
+        workflow_src="\n".join([_source(State),
+                                 source_as(body, "task_body"),
+                                 _source(Task if single else task_class, saver,
+                                         *([drive] if any("drive(" in c for st in steps
+                                                          for c in st.calls) else []),
                                          *([outcome] if check.aspect == "outcome" else []),
                                          *([read_state] if check.aspect == "state" else [])),
                                  *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=("os", "tempfile") if backend == "file" else (),
+        stdlib=(("os", "tempfile") if backend == "file" else ()) + (() if single else ("typing",))
+        + (("json",) if "json." in written else ()),
         asynchronous=True,
     ).source()

@@ -121,6 +121,11 @@ class FileStore:
             raise Unreadable(f"{path.name}: not a list of snapshots")
         return doc
 
+    def last_id(self, thread: str) -> str | None:
+        """The ``id`` of the newest stored snapshot."""
+        doc = self.raw(thread)
+        return doc[-1].get("id") if doc else None
+
     def write_raw(self, thread: str, doc: list) -> None:
         # The framework writes with Path.write_bytes (file.py:138), indent 2; so do we.
         self.path(thread).write_bytes(json.dumps(doc, indent=2).encode())
@@ -156,7 +161,8 @@ class FileStore:
         self.write_raw(thread, doc)
 
     def forge(self, thread: str, forged: Durable) -> None:
-        """Write ``forged`` as the latest snapshot: well-formed and schema-valid."""
+        """Write ``forged`` as the latest snapshot: well-formed and schema-valid, edited in
+        place (it keeps its ``id``, as an edit of the file on disk does)."""
         doc = self.raw(thread)
         last = doc[-1]
         wf, shape = self.built.workflow, self.built.shape
@@ -166,17 +172,23 @@ class FileStore:
         if k > wf.n:
             new = last if last.get("kind") == "end" else {
                 "state": state, "result": {"data": None}, "ts": _now(), "kind": "end",
-                "id": f"end:{uuid.uuid4().hex}",
+                "id": last.get("id"),
             }
         elif current == k:
             new = last
         else:
             node = node_json(shape, wf, k)
             new = {"state": state, "node": node, "start_ts": None, "duration": None,
-                   "status": "created", "kind": "node",
-                   "id": f"{node['node_id']}:{uuid.uuid4().hex}"}
+                   "status": "created", "kind": "node", "id": last.get("id")}
         new["state"] = state
         doc[-1] = new
+        self.write_raw(thread, doc)
+
+    def unask(self, thread: str) -> None:
+        """Clear the pending-gate record alone: the latest snapshot (the unanswered gate node,
+        status ``'created'``) is marked ``'success'``, as if it had run; its state is kept."""
+        doc = self.raw(thread)
+        doc[-1]["status"] = "success"
         self.write_raw(thread, doc)
 
     # -- twin ---------------------------------------------------------------------------------
@@ -231,6 +243,10 @@ class MemoryStore:
         return view_of(self.built.workflow, getattr(state, "done", None),
                        getattr(state, "answers", None), next_task)
 
+    def last_id(self, thread: str) -> str | None:
+        snaps = self.snapshots(thread)
+        return snaps[-1].id if snaps else None
+
     def _replace_last(self, thread: str, snapshot) -> None:
         p = self.threads[thread]
         if self.backend == "full":
@@ -250,13 +266,18 @@ class MemoryStore:
         k = len(forged.done) + 1
         current = None if last.kind == "end" else self.built.task_of(last.node)
         if k > self.built.workflow.n:
-            new = last if last.kind == "end" else EndSnapshot(state=state, result=End(None))
+            new = last if last.kind == "end" else EndSnapshot(state=state, result=End(None),
+                                                              id=last.id)
         elif current == k:
             new = last
         else:
-            new = NodeSnapshot(state=state, node=self.built.node(k))
+            new = NodeSnapshot(state=state, node=self.built.node(k), id=last.id)
         new.state = state
         self._replace_last(thread, new)
+
+    def unask(self, thread: str) -> None:
+        """``FileStore.unask`` on the stored objects: the gate node's snapshot marked run."""
+        self.snapshots(thread)[-1].status = "success"
 
 
 def _now() -> str:

@@ -70,14 +70,32 @@ NO_IDENTITY = (
 )
 
 
+STALE_HANDLES = {
+    "docs": "the snapshot load_next() returned while the gate was next (the docs' idiom), "
+            "answered since: graph.iter(Gate(answer=v), state=snapshot.state, persistence=p)",
+    "ifp": "the persistence object itself (iter_from_persistence takes no snapshot): the "
+           "resume call again, iter_from_persistence(p) with the answer on the restored gate",
+}
+NO_STALE_SIMPLE = (
+    "SimpleStatePersistence keeps only the last snapshot (persistence/in_mem.py:32-38): the "
+    "snapshot at which an answered gate was next is gone, so the docs' idiom has no handle to "
+    "it left (the ifp spelling's handle, the persistence, is exercised)"
+)
+
+
 def capabilities(variant: Variant) -> Capabilities:
     backend = variant.options["backend"]
     intents = {"resume": "RETRY", "fork": "FORK"}
+    handle = STALE_HANDLES[variant.options["resume"]]
     if backend == "file":
-        # One JSON file (and lock file) per thread; a fork initializes a file of its own.
+        # One JSON file (and lock file) per thread, holding its whole history: a truncation
+        # damages every snapshot of the thread, so a fork from any of them reads damaged bytes;
+        # a fork initializes a file of its own, which a later tamper of its source leaves intact.
         return Capabilities(forced_race=False, max_racers=3, intents=intents,
+                            operations=Capabilities().operations | {"stale_resume"},
+                            stale_handle=handle,
                             not_expressible={"interrupt_identity": NO_IDENTITY},
-                            tamper_scope="thread")
+                            tamper_scope="history")
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
     not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY}
@@ -88,8 +106,13 @@ def capabilities(variant: Variant) -> Capabilities:
             "the checkpoint at which an earlier gate was pending is gone"
         )
         ops.discard("fork")
+        if variant.options["resume"] == "docs":
+            ops.discard("stale_resume")
+            not_expressible["stale_resume"] = NO_STALE_SIMPLE
+            handle = ""
     return Capabilities(
         operations=frozenset(ops),
+        stale_handle=handle,
         crash_kinds=frozenset({"exception"}),
         tamper_hows=frozenset({"invalid", "forged"}),  # no bytes to corrupt: objects only
         not_expressible=not_expressible,

@@ -22,6 +22,7 @@ from adapters.protocol import (
     Fork,
     Recover,
     Resume,
+    StaleResume,
     Start,
     StateView,
     Variant,
@@ -41,10 +42,9 @@ class ReferenceAdapter(Adapter):
     """``ReferenceAdapter()`` is the reference; ``ReferenceAdapter("Replay")`` its Replay mutant."""
 
     def __init__(self, mutant: str | None = None):
-        from refmodel import MUTANTS
+        from refmodel.mutants import check_mutant
 
-        if mutant is not None and mutant not in MUTANTS:
-            raise ValueError(f"unknown mutant {mutant!r}; expected one of {', '.join(MUTANTS)}")
+        check_mutant(mutant)
         self.mutant = mutant
         self.name = f"mutant:{mutant}" if mutant else "reference"
 
@@ -55,7 +55,10 @@ class ReferenceAdapter(Adapter):
         return [DEFAULT]
 
     def capabilities(self, variant):
-        return Capabilities(forced_race=True)
+        return Capabilities(
+            forced_race=True, operations=Capabilities().operations | {"stale_resume"},
+            stale_handle="the checkpoint file <thread>.cp<gate>.json read while the gate was "
+                         "pending (its write number names the interrupt)")
 
     def open(self, variant, workflow, workdir):
         return ReferenceCase(workflow, Path(workdir), self.mutant)
@@ -68,7 +71,15 @@ class ReferenceAdapter(Adapter):
 class ReferenceCase(Case):
     def __init__(self, workflow: Workflow, workdir: Path, mutant: str | None):
         self.workflow, self.workdir, self.mutant = workflow, workdir, mutant
-        self.store = Store(workdir, workflow)
+        # UncheckedPending: the digest leaves the pending-gate record out, so a forgery of that
+        # record alone passes the integrity check.
+        self.store = Store(workdir, workflow,
+                           unchecked=("pending",) if mutant == "UncheckedPending" else ())
+
+    def _on(self, switch: str) -> bool:
+        """Is the mutant switch ``switch`` (a category name) on?  One per mutant here; a test
+        target may override this to combine switches, or turn one on only in some states."""
+        return self.mutant == switch
 
     # -- executing ops ------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
@@ -77,17 +88,17 @@ class ReferenceCase(Case):
         from refmodel.run import Begin
 
         branch = op.new_thread if isinstance(op, Fork) else op.thread
-        stuck = self.mutant == "Stuck" and isinstance(op, Recover)
+        stuck = self._on("Stuck") and isinstance(op, Recover)
         self.store.lock(branch, break_stale=not stuck)
-        trusting = self.mutant == "InvalidPersist"
+        trusting = self._on("InvalidPersist")
         claim = None
         try:
             durable, seq, answer, claim = self._plan(op, trusting, hooks)
             bad = next((t for t in range(1, self.workflow.n + 1) if hooks.wants_bad_output(t)), None)
             events = execute(
                 self.workflow, durable, answer=answer, bad_output=bad,
-                persist_bad=trusting, misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
-                replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume),
+                persist_bad=trusting, misrecord_answers=self._on("StateMismatch") and isinstance(op, Resume),
+                replay_prefix=self._on("PrefixReplay") and isinstance(op, Resume),
             )
             for event in events:
                 if isinstance(event, Begin):
@@ -123,12 +134,14 @@ class ReferenceCase(Case):
         durable, seq = loaded if loaded else (Durable(), 0)
         hooks.race_ready()  # a racer has read the pending interrupt; nothing is written yet
         status = durable.view(self.workflow).status
+        if isinstance(op, StaleResume):
+            return self._plan_stale(op, durable, seq, trusting)
         if isinstance(op, Resume):
             if durable.pending is not None and op.gate in (None, durable.pending):
-                claim = None if self.mutant == "LostUpdate" else self.store.claim(op.thread, seq)
+                claim = None if self._on("LostUpdate") else self.store.claim(op.thread, seq)
                 return durable, seq, op.value, claim
             gates = [t for t in durable.done if t in self.workflow.gates]
-            if self.mutant == "DoubleConsume" and gates and op.gate is None:
+            if self._on("DoubleConsume") and gates and op.gate is None:
                 # Sequential resumes only: a racer names its interrupt, and a re-consume that
                 # depended on when a racer read would make the self-test timing-dependent.
                 return rewind(durable, gates[-1]), seq, op.value, None
@@ -136,13 +149,28 @@ class ReferenceCase(Case):
         # Recover
         if status not in ("new", "incomplete"):
             raise Refused(f"nothing to recover: the thread is {status}")
-        replay = self.mutant == "Replay" or (
-            self.mutant == "NondetRecovery" and "twin" in self.workdir.name
+        replay = self._on("Replay") or (
+            self._on("NondetRecovery") and "twin" in self.workdir.name
         )
         if replay and durable.done:
             last = durable.done[-1]
             return rewind(durable, last), seq, dict(durable.answers).get(last), None
         return durable, seq, None, None
+
+    def _plan_stale(self, op: StaleResume, head: Durable, seq: int, trusting: bool):
+        """Resume through the handle ``cp<gate>.json``: the interrupt it names (its write
+        number) must still be the head's pending one, and is claimed as a resume claims it."""
+        loaded = self.store.load(self.store.path(op.thread, f"cp{op.gate}.json"), trusting=trusting)
+        if loaded is None:
+            raise Refused(f"no checkpoint of {op.thread!r} has gate {op.gate} pending")
+        checkpoint, raised = loaded
+        if self.mutant == "DoubleConsume":
+            # The mutant trusts the handle: its checkpoint is resumed again, consuming twice.
+            return checkpoint, seq, op.value, None
+        if head.pending != op.gate or seq != raised:
+            raise Refused(f"the interrupt of gate {op.gate} raised by write {raised} was "
+                          f"consumed already (the thread is at write {seq})")
+        return head, seq, op.value, self.store.claim(op.thread, seq)
 
     def _plan_fork(self, op: Fork, trusting: bool):
         if self.store.load(self.store.path(op.new_thread, "head.json"), trusting=True):
@@ -154,7 +182,7 @@ class ReferenceCase(Case):
         # The branch starts as a durable copy of the checkpoint (the fork point is its own).
         self.store.write(op.new_thread, checkpoint, seq)
         value = op.value
-        if self.mutant == "ForkIgnore":
+        if self._on("ForkIgnore"):
             head = self.store.load(self.store.path(op.thread, "head.json"), trusting=True)
             if head and op.gate in head[0].done:
                 value = dict(head[0].answers).get(op.gate, value)
@@ -164,7 +192,7 @@ class ReferenceCase(Case):
     def query(self, thread: str) -> StateView:
         return self.store.view(thread)
 
-    def tamper(self, thread: str, how: str) -> None:
+    def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         head = self.store.path(thread, "head.json")
         doc = self.store.read_raw(head)
         targets = [head]
@@ -189,7 +217,7 @@ class ReferenceCase(Case):
                 durable = Durable(tuple(body["done"]),
                                   tuple(sorted((int(t), v) for t, v in body["answers"].items())),
                                   body["pending"])
-                forged = forge(self.workflow, durable)
+                forged = forge(self.workflow, durable, part)
                 body.update(done=list(forged.done), pending=forged.pending,
                             answers={str(t): v for t, v in forged.answers})
             atomic_write_text(path, json.dumps({"body": body, "digest": doc["digest"]}))

@@ -13,6 +13,4 @@ def effect(task, value):
     EFFECTS.append((task, value))
 
 
-def effects():
-    """Every effect fired so far, in order, as ``(task, value)``."""
-    return list(EFFECTS)
+effects = EFFECTS.copy  # every effect fired so far, in order, as ``(task, value)``

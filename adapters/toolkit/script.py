@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 from dataclasses import dataclass
 
 from . import repro_runtime, repro_runtime_local
@@ -45,6 +46,20 @@ class Step:
     racers: tuple = ()  # a race: each racer's statements, run at once in child processes
 
 
+def step_of(evidence, i: int, calls, *, note: str = "", **extra) -> Step:
+    """The ``Step`` of operation ``i`` of ``evidence``, its calls given: its words (``note``
+    appended), its crash point and BadOutput, whether the framework may raise there, and
+    whether it is the step the check looks at; ``extra``: the other ``Step`` fields."""
+    op = evidence.ops[i]
+    crash = getattr(op, "crash", None)
+    observed = evidence.observed[i] if i < len(evidence.observed) else None
+    return Step(comment=op_words(op, observed) + note, calls=tuple(calls),
+                crash=(crash.task, crash.phase, crash.kind) if crash else None,
+                bad_output=getattr(op, "bad_output", None),
+                guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
+                observed=i == evidence.step, **extra)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     """What the diverging step must show: ``aspect`` is ``outcome``, ``effects`` (the
@@ -66,12 +81,19 @@ class Script:
     check: Check
     stdlib: tuple = ()  # standard-library modules the workflow definition imports
     asynchronous: bool = False  # the calls are awaited: each step is an ``async def``
+    # Each step runs in a fresh copy of the context (``contextvars``), as separate requests to a
+    # server would: for a framework that keeps per-run state in context variables.
+    fresh_context: bool = False
+    # Every step runs in a forked child process (``in_child``): for a framework whose threads do
+    # not survive a fork, so that the process that forks racers or crashing calls runs nothing.
+    isolated: bool = False
 
     def source(self) -> str:
         crashes = [s.crash for s in self.steps if s.crash]
         raced = any(s.racers for s in self.steps)
-        killed = raced or any(c[2] == "sigkill" for c in crashes)
-        names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else [])}
+        killed = raced or self.isolated or any(c[2] == "sigkill" for c in crashes)
+        names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else []),
+                              *(["contextvars"] if self.fresh_context else [])}
         if killed or "WORKDIR" in self.workflow_src:
             names.append("WORKDIR")
             imports |= {"os", "tempfile"}
@@ -87,25 +109,26 @@ class Script:
             imports |= {"os", "signal"}
         if crashes:
             names.append("observe_crashing")
-        if any(c[2] == "sigkill" for c in crashes):
+        if self.isolated or any(c[2] == "sigkill" for c in crashes):
             names.append("in_child")
         if raced:
             names.append("race")
             imports.add("os")
-        body = [f'"""{self.header.strip()}\n"""', "import " + ", ".join(sorted(imports)),
+        body = [f'"""{self.header.strip()}"""', "import " + ", ".join(sorted(imports)),
                 *self.imports]
         body += [snippet(name) for name in names]
         body += [self.workflow_src.strip()]
         for i, step in enumerate(self.steps, 1):
             body += self._step(i, step)
-        body += ["", f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
+        body += [f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
         body += self._check()
         return "\n".join(body).rstrip() + "\n"
 
     def _step(self, i: int, step: Step) -> list:
         if step.bad_output is None:
             return self._run_step(i, step)
-        return [f"BAD_OUTPUT = {step.bad_output!r}", *self._run_step(i, step), "BAD_OUTPUT = None"]
+        reset = [] if step.observed else ["BAD_OUTPUT = None"]  # the check comes next: no reset
+        return [f"BAD_OUTPUT = {step.bad_output!r}", *self._run_step(i, step), *reset]
 
     def _run_step(self, i: int, step: Step) -> list:
         lines = [f"# {i}. {step.comment}"]
@@ -126,34 +149,41 @@ class Script:
         crash = repr(spot) if spot else ""
         if not self._observes(step):
             calls = list(step.calls)
-            if self.asynchronous:
-                lines += [f"async def step_{i}():", *(f"    {c}" for c in calls)]
-                calls = [f"asyncio.run(step_{i}())"]
+            if self.fresh_context and not self.asynchronous and len(calls) == 1 and _is_expression(calls[0]):
+                calls = [f"contextvars.copy_context().run(lambda: {calls[0]})"]
+            elif self.asynchronous or self.fresh_context:
+                lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
+                          *(f"    {c}" for c in calls)]
+                calls = [f"asyncio.run(step_{i}())" if self.asynchronous
+                         else f"contextvars.copy_context().run(step_{i})"]
             if step.observed:  # the effects it fires are all the check needs
                 return lines + ["before = len(effects())", *calls, "fired = effects()[before:]"]
             return lines + calls
         calls = list(step.calls) or ["pass"]
-        sigkill = step.crash is not None and step.crash[2] == "sigkill"
-        if step.observed and not sigkill and self.check.aspect == "outcome":
+        sigkill = (step.crash is not None and step.crash[2] == "sigkill") or self.isolated
+        if step.observed and self.check.aspect == "outcome":
             calls = _returning(calls)
         if sigkill:
             lines += [f"def step_{i}():", *(f"    {c}" for c in step.child_setup)]
             lines += [f"    {c}" for c in calls]
+            run = f"in_child(step_{i}, {crash})" if crash else f"in_child(step_{i})"
             if not step.observed:
-                return lines + [f"in_child(step_{i}, {crash})"]
-            return lines + ["before = len(effects())", f"in_child(step_{i}, {crash})",
-                            "status, fired = 'crashed', effects()[before:]"]
+                return lines + [run]
+            return lines + ["before = len(effects())", f"status = {run}", "fired = effects()[before:]"]
         lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
                   *(f"    {c}" for c in calls)]
         target = "status, fired = " if step.observed else ""
-        call = f"lambda: asyncio.run(step_{i}())" if self.asynchronous else f"step_{i}"
+        call = (f"lambda: asyncio.run(step_{i}())" if self.asynchronous else
+                f"lambda: contextvars.copy_context().run(step_{i})" if self.fresh_context
+                else f"step_{i}")
         run = f"observe_crashing({call}, {crash})" if crash else f"observe({call})"
         lines.append(target + run)
         return lines
 
     def _observes(self, step: Step) -> bool:
         """Does the step run through ``observe`` (it may raise, or its outcome is checked)?"""
-        return bool(step.crash or step.guarded or (step.observed and self.check.aspect == "outcome"))
+        return bool(step.crash or step.guarded or self.isolated
+                    or (step.observed and self.check.aspect == "outcome"))
 
     def _check(self) -> list:
         c = self.check
@@ -164,6 +194,13 @@ class Script:
             rows = [sorted(map(tuple, a), key=repr) for a in c.allowed]
             return [f"verdict('effects fired', sorted(fired, key=repr), {sorted(rows, key=repr)!r})"]
         return [f"verdict('stored state', {c.state_src}, {allowed})"]
+
+
+def _is_expression(src: str) -> bool:
+    try:
+        return isinstance(ast.parse(src).body[0], ast.Expr)
+    except SyntaxError:
+        return False
 
 
 def _returning(calls: list) -> list:
@@ -188,18 +225,28 @@ def _returning(calls: list) -> list:
 def snippet(name: str) -> str:
     """The source of ``name`` in ``repro_runtime`` (``local:name``: in ``repro_runtime_local``):
     a function or class, or a module-level assignment (``"A, B"`` names the assignment whose
-    targets are those).  Docstrings are left out: the script is short, the names say it."""
+    targets are those).  Docstrings and comment lines are left out: they explain the runtime to
+    us; the script is short, and the names say what it does."""
     module = repro_runtime
     if name.startswith("local:"):
         module, name = repro_runtime_local, name.partition(":")[2]
     obj = getattr(module, name.split(",")[0].strip(), None)
     if inspect.isfunction(obj) or inspect.isclass(obj):
-        return without_docstring(inspect.getsource(obj))
+        source = without_docstring(inspect.getsource(obj))
+        return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     text = inspect.getsource(module)
     for node in ast.parse(text).body:
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]).strip("()") == name:
             return ast.get_source_segment(text, node)
     raise KeyError(f"{module.__name__} has no {name!r}")
+
+
+def source_as(obj, name: str) -> str:
+    """``obj``'s source without its docstring, defined under ``name``: where an adapter keeps
+    one function per store or shape (``save_json``, ``save_sqlite``), the script defines the
+    one it needs under the name its calls use (``save``), with no alias line."""
+    source = without_docstring(inspect.getsource(obj))
+    return re.sub(rf"^((?:async )?def ){obj.__name__}\(", rf"\g<1>{name}(", source, count=1)
 
 
 def without_docstring(source: str) -> str:
@@ -217,6 +264,40 @@ def without_docstring(source: str) -> str:
     if len(node.body) == 1:
         rest.insert(doc.lineno - 1, lines[doc.lineno - 1][: doc.col_offset] + "pass")
     return "\n".join(rest).rstrip()
+
+
+def looped(calls: list) -> list:
+    """Runs of the same two lines (a run() and its save, again and again) as one ``for`` loop."""
+    out, i = [], 0
+    while i < len(calls):
+        pair, k = calls[i:i + 2], 1
+        while len(pair) == 2 and calls[i + 2 * k: i + 2 * k + 2] == pair:
+            k += 1
+        if k > 2:
+            out += [f"for _ in range({k}):", *(f"    {c}" for c in pair)]
+            i += 2 * k
+        else:
+            out.append(calls[i])
+            i += 1
+    return out
+
+
+def race_interleaving(log, *, rename: str, read: str) -> list | None:
+    """A race as straight lines: the lines each racer recorded (``log``: ``(kind, source)``, a
+    racer's kind ``"racer <id>"``), every racer's reads first (its lines up to the one containing
+    ``read``), then the rest of each racer in turn: the interleaving in which all racers read
+    before any writes.  Variable ``rename`` becomes ``<rename>_<racer>``.  ``None``: no racer
+    recorded a line."""
+    racers = list(dict.fromkeys(kind for kind, _ in log if kind.startswith("racer ")))
+    if not racers:
+        return None
+    reads, rest = [], []
+    for r, racer in enumerate(racers, 1):
+        lines = [re.sub(rf"\b{rename}\b", f"{rename}_{r}", src) for kind, src in log if kind == racer]
+        cut = next((i + 1 for i, src in enumerate(lines) if read in src), len(lines))
+        reads += lines[:cut]
+        rest += looped(lines[cut:])
+    return reads + rest
 
 
 def line_count(source: str) -> int:
@@ -281,12 +362,13 @@ def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) 
     if observed.outcome == "stuck" or not allowed:
         return None
     say = lambda values, words: " or ".join(dict.fromkeys(words(v) for v in values))  # noqa: E731
+    injected = (observed.error or "").startswith("CrashInjected")  # "dies at the crash point" says it
     if outcome_readable and observed.outcome not in {a.outcome for a in allowed}:
         values = tuple(dict.fromkeys(a.outcome for a in allowed))
         return Check(aspect="outcome", allowed=values,
                      expected="the call " + say(values, OUTCOME_WORDS.get),
                      observed="the call " + OUTCOME_WORDS[observed.outcome]
-                     + (f" ({observed.error})" if observed.error else ""))
+                     + (f" ({observed.error})" if observed.error and not injected else ""))
     rows = effect_rows(observed)
     allowed_rows = [effect_rows(a) for a in allowed]
     if rows not in allowed_rows:
@@ -328,6 +410,9 @@ def op_words(op, observed=None) -> str:
                   + TAMPER_WORDS.get(getattr(op, "how", ""), ""),
         "race": f"{len(getattr(op, 'values', ()))} processes resume {thread} at once, with "
                 + " and ".join(map(repr, getattr(op, "values", ()))),
+        "stale_resume": f"Resume {thread} with {getattr(op, 'value', '')!r} through the handle "
+                        f"obtained while task {getattr(op, 'gate', '')} was asking (it was "
+                        "answered since)",
     }.get(op.name, f"{op.name} {thread}")
     if getattr(op, "bad_output", None) is not None:
         text += f"; task {op.bad_output} writes a value outside the state schema"

@@ -65,7 +65,7 @@ class ToyCase(Case):
         answers = {int(t): v for t, v in state["answers"].items()}
         return StateView.of(self.workflow, state["done"], answers, state["pending"])
 
-    def tamper(self, thread, how):
+    def tamper(self, thread, how, part=None):
         state = self._load(thread)
         if how == "corrupt":
             self._path(thread).write_text("{garbage")
@@ -76,7 +76,7 @@ class ToyCase(Case):
             durable = Durable(tuple(state["done"]),
                               tuple((int(t), v) for t, v in state["answers"].items()),
                               state["pending"])
-            forged = forge(self.workflow, durable)
+            forged = forge(self.workflow, durable, part)
             state = {"done": list(forged.done), "pending": forged.pending,
                      "answers": {str(t): v for t, v in forged.answers}}
         self._save(thread, state)

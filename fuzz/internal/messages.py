@@ -49,6 +49,7 @@ class QueryCommand:
 class TamperCommand:
     thread: str
     how: str
+    part: str | None = None  # a forged edit of one stored part (``Tamper.part``)
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,9 @@ def handle(case, ledger, message, barrier=None, roots=frozenset()) -> m.Reply:
     if isinstance(message, m.QueryCommand):
         return _guarded(lambda: case.query(message.thread).to_json(), roots)
     if isinstance(message, m.TamperCommand):
-        return _guarded(lambda: case.tamper(message.thread, message.how), roots)
+        # ``part`` only when set: an adapter written before parts keeps its two-argument tamper.
+        extra = {} if message.part is None else {"part": message.part}
+        return _guarded(lambda: case.tamper(message.thread, message.how, **extra), roots)
     if isinstance(message, m.CloneCommand):
         return _guarded(lambda: case.clone_store(Path(message.dest)), roots)
     raise EngineError(f"unknown worker command {message!r}")

@@ -21,6 +21,7 @@ from adapters.toolkit.script import (
     crash_spot,
     op_words,
     snippet,
+    source_as,
     thread_label,
     without_docstring,
 )
@@ -151,3 +152,50 @@ def test_check_picks_the_simplest_aspect_that_tells_observed_from_allowed():
     assert check.aspect == "outcome" and "ValueError: no" in check.observed
     assert op_words(fork) == "Fork run-1 at the interrupt of task 1, answering 'a', as branch-1"
     assert thread_label("t0") == "run-1" and thread_label("f2") == "branch-2"
+
+
+def test_a_sigkill_step_that_never_reaches_its_crash_point_reports_what_the_child_saw(tmp_path):
+    """The child's outcome comes back from it: 'crashed' only when it was killed."""
+    source = compose(False, crash=(1, "in_flight", "sigkill"), aspect="outcome")
+    assert "status = in_child(step_2" in source
+    proc = run(source, tmp_path)
+    # Task 1 already ran in the first call: the child never dies and the run completes.
+    assert "the child process exited" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_each_step_may_run_in_a_fresh_context(tmp_path):
+    workflow = WORKFLOW.replace("FORGETFUL_VALUE", "False")
+    source = Script(
+        header="Each call in its own context.", imports=(), stdlib=("contextvars",),
+        workflow_src=workflow + "VAR = contextvars.ContextVar('var', default=0)",
+        steps=(Step(comment="First run", calls=("VAR.set(1)", "run('run-1')")),
+               Step(comment="Run again", calls=("assert VAR.get() == 0", "run('run-1')"),
+                    observed=True)),
+        check=Check(aspect="effects", allowed=((),), expected="no task runs", observed="-"),
+        fresh_context=True,
+    ).source()
+    assert "contextvars.copy_context().run(step_1)" in source
+    proc = run(source, tmp_path)
+    assert proc.returncode == 0 and "no defect" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _save_json(thread, state):
+    """One of several stores."""
+    return (thread, state)
+
+
+async def _build_loop_team():
+    return None
+
+
+def test_source_as_defines_the_function_under_the_name_the_calls_use():
+    assert source_as(_save_json, "save").splitlines() == [
+        "def save(thread, state):", "    return (thread, state)"]
+    assert source_as(_build_loop_team, "build_team").startswith("async def build_team():")
+
+
+def test_runtime_snippets_leave_our_comment_lines_out():
+    # observe's comments explain the runtime to us; the script's reader has the names.
+    assert not any(line.lstrip().startswith("#") for line in snippet("observe").splitlines())
+    assert snippet("local:effects") == "effects = EFFECTS.copy"

@@ -191,8 +191,23 @@ def test_replay_mark_timing_records_the_rate(tmp_path):
     _mark_timing(path, ["FAILED", "FIXED", "FIXED"])
     finding = load_trace(path).finding
     assert finding.reproduced == {"k": 1, "n": 3} and finding.detail == "why"
-    _mark_timing(path, ["FIXED", "FIXED"])  # never came back here: the entry is left as it was
-    assert load_trace(path).finding.reproduced == {"k": 1, "n": 3}
+    # Measured again: pooled with what was recorded (a few replays under one load are no better
+    # an estimate than these), a miss counted too.
+    _mark_timing(path, ["FIXED", "FIXED"])
+    assert load_trace(path).finding.reproduced == {"k": 1, "n": 5}
+    _mark_timing(path, ["FAILED", "FAILED"])
+    assert load_trace(path).finding.reproduced == {"k": 3, "n": 7}
+
+
+def test_mark_timing_leaves_an_entry_that_always_came_back_without_a_rate(tmp_path):
+    from fuzz.cli import _mark_timing
+
+    path = tmp_path / "e.json"
+    dump_trace(Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "why"), status="FAILED"),
+               path)
+    _mark_timing(path, ["FAILED", "FAILED"])
+    _mark_timing(path, ["FIXED", "FIXED"])  # never came back, and no rate: --update decides
+    assert load_trace(path).finding.reproduced is None
 
 
 # -- 2. witness choice ------------------------------------------------------------------------

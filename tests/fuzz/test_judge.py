@@ -115,3 +115,24 @@ def test_summary_status_rules():
     single = summarize([result("FAILED")])
     assert single.rates == {"FAILED": 1} and single.detail == "failed"
     assert summarize([result("FIXED")] * 2).to_json()["rates"] == {"FIXED": 2}
+
+
+def test_relabel_rewrites_a_changed_entry_under_the_category_found_now():
+    from fuzz.corpus import fingerprint
+    from fuzz.replay import relabelled
+    from fuzz.trace import Finding, Trace
+
+    old = Trace(WF, tuple(OPS), "t", "v", finding=Finding("Unclassified", "-", 2, "old"),
+                status="FAILED", fingerprint="0" * 12)
+    judged = judge_trace(lambda wf: Scripted(SCRIPT), WF, OPS, Capabilities(), [LAGGING])
+    changed = ReplayResult("e.json", "CHANGED", "Unclassified", "PrefixReplay", "", "✗",
+                           judged=judged)
+    fixed = ReplayResult("e.json", "FIXED", "Unclassified", None, "")
+    assert relabelled(old, [fixed, fixed]) is None  # nothing changed: nothing to rewrite
+    new = relabelled(old, [changed, fixed, changed])
+    assert (new.finding.category, new.finding.step, new.finding.verdict) == ("PrefixReplay", 2, "✗")
+    assert new.finding.reproduced == {"k": 2, "n": 3}  # not every trial showed it
+    assert new.status == "FAILED" and new.fingerprint == fingerprint("PrefixReplay", new)
+    assert len(new.operations) == len(new.observations) == len(new.expected) == 3
+    assert relabelled(old, [changed]).finding.reproduced is None
+    assert "judged" not in changed.to_json()

@@ -7,6 +7,7 @@ works on a copy of its own, so the tests pass in any order and alone.
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,24 @@ def test_nightly_flags_an_entry_a_release_fixed(nightly_copy):
                                          profile="ci"), log=lambda line: None)
     assert [c["now"] for c in summary.changed] == ["FIXED"]
     assert json.loads(fixed.read_text())["status"] == "FIXED"
+
+
+def test_nightly_removes_an_entry_another_one_makes_redundant(nightly_copy):
+    # A second campaign found the known defect again with a longer trace: the nightly run keeps
+    # the shorter entry and removes the longer one with its report.
+    from fuzz.trace import dump_trace, load_trace
+
+    root = nightly_copy
+    entry = next((root / "corpus" / "mutant_Replay").rglob("*.json"))
+    trace = load_trace(entry)
+    longer = trace.with_(operations=(*trace.operations[:-1], trace.operations[0].__class__("t9"),
+                                     trace.operations[-1]), fingerprint="ffffffffffff")
+    copy = entry.with_name(f"{trace.finding.category}-ffffffffffff.json")
+    dump_trace(longer, copy)
+    report = root / "shrink_reports" / copy.relative_to(root / "corpus").with_suffix(".md")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("# a longer witness\n")
+    summary = run_nightly(NightlyOptions(targets=["mutant:Replay"], max_examples=5, seed=1,
+                                         profile="ci"), log=lambda line: None)
+    assert [Path(r).name for r, _ in summary.deduped] == [copy.name]
+    assert not copy.exists() and not report.exists() and entry.exists()

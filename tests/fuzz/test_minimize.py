@@ -283,3 +283,93 @@ def test_a_branch_merges_into_its_source():
     trace = failing("PrefixReplay", ops, workflow)
     result = minimize(trace, model_judge("PrefixReplay"))
     assert result.after == 2 and result.passes.get("merge_threads"), result.trace.operations
+
+
+def test_a_candidate_the_harness_fails_on_is_dropped_not_the_campaign(tmp_path):
+    # A campaign's minimizer runs outside Hypothesis: a harness failure on one candidate must
+    # drop that candidate (and be counted by the campaign's hook), never end the campaign.
+    from adapters.protocol import HarnessError
+    from adapters.reference import ReferenceAdapter
+    from fuzz.campaign import discard_example
+    from fuzz.minimize import session_judge
+    from fuzz.runner import Session, Settings
+    from fuzz.targets import prepare
+
+    class QueryFails(ReferenceAdapter):
+        def open(self, variant, workflow, workdir):
+            case = super().open(variant, workflow, workdir)
+            case.query_before = case.query
+
+            def query(thread):
+                if thread == "t1":
+                    raise HarnessError("the adapter lost track of t1")
+                return case.query_before(thread)
+
+            case.query = query
+            return case
+
+    adapter = prepare(QueryFails("Replay"))
+    failed = []
+    ops = [Start("t0", crash=CrashAt(1, "after_commit")), Start("t1"), Query("t1"), Recover("t0")]
+    with Session(adapter, adapter.variants()[0], tmp_path / "work", Settings()) as session:
+        session.on_harness_failure = lambda exc: (failed.append(exc), discard_example())
+        judge = session_judge(session)
+        noisy = Trace(WF, tuple(ops), "mutant:Replay")
+        assert judge(noisy) is None and failed  # the harness failed: not a candidate
+        kept = judge(noisy.with_(operations=(ops[0], ops[3])))
+        assert kept is not None and kept.category == "Replay"
+
+
+def test_known_exposures_moves_a_bad_output_to_the_start():
+    # A BadOutput on a resume (2 operations) shows InvalidPersist; on a gateless workflow the
+    # start alone shows it (explore's minimum, 1): no drop or merge gets there, the category's
+    # own exposure does.  Without the variant's capabilities the pass does not run.
+    from adapters.protocol import Capabilities
+
+    workflow = Workflow(1, {1}, ("a", "b"))
+    trace = failing("InvalidPersist", [Start("t0"), Resume("t0", value="a", bad_output=1)],
+                    workflow)
+    assert minimize(trace, model_judge("InvalidPersist")).after == 2
+    result = minimize(trace, model_judge("InvalidPersist"), caps=Capabilities())
+    assert result.after == 1 and result.passes.get("known_exposures")
+    (start,) = result.trace.operations
+    assert start.bad_output is not None and result.trace.finding.category == "InvalidPersist"
+
+
+def test_known_exposures_keeps_the_findings_mechanism():
+    # A forged checkpoint accepted (InvalidPersist through a tamper) is not traded for a
+    # BadOutput accepted, however much shorter: the exposures use only what the trace uses.
+    from adapters.protocol import Capabilities
+    from fuzz.minimize import known_exposures, mechanism_caps
+
+    ops = (Start("t0"), Tamper("t0", how="forged"), Recover("t0"))
+    caps = mechanism_caps(Capabilities(), ops)
+    assert not caps.bad_output and caps.tamper_hows == {"forged"}
+    proposed = list(known_exposures("InvalidPersist", caps, timed=False)(
+        Workflow(2, set(), ("a", "b")), ops + (Query("t0"),)))
+    assert proposed and all(not getattr(op, "bad_output", None)
+                            for _, candidate in proposed for op in candidate)
+
+
+def test_minimize_command_leaves_out_entries_of_another_store(tmp_path, capsys):
+    from fuzz.cli import main
+    from fuzz.trace import dump_trace
+
+    trace = failing("LostUpdate", [Start("t0"), Race("t0", ("a", "a"), forced=True)]).with_(
+        target="mutant:LostUpdate", variant="default", versions={"store-factory": "m:f"})
+    dump_trace(trace, tmp_path / "e.json")
+    assert main(["minimize", str(tmp_path), "--corpus", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "left out 1 entries fuzzed on the store factory m:f (run again with --store m:f)" in err
+    assert not (tmp_path / "c").exists()
+
+
+def test_minimize_command_leaves_fixed_entries_as_they_are(tmp_path, capsys):
+    from fuzz.cli import main
+    from fuzz.trace import dump_trace
+
+    trace = failing("LostUpdate", [Start("t0"), Race("t0", ("a", "a"), forced=True)]).with_(
+        target="mutant:LostUpdate", variant="default", status="FIXED")
+    dump_trace(trace, tmp_path / "e.json")
+    assert main(["minimize", str(tmp_path), "--corpus", str(tmp_path / "c")]) == 2
+    assert "left out 1 entries recorded FIXED" in capsys.readouterr().err

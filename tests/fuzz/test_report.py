@@ -81,6 +81,18 @@ def test_the_upstream_section_has_title_versions_promise_and_script():
     assert "```python\nprint('hi')\n```" in upstream and "3 of 3 fresh runs" in upstream
 
 
+def test_an_unclassified_entrys_note_says_first_why_no_category_fits(tmp_path):
+    from dataclasses import replace
+
+    noted = trace().with_(finding=replace(trace().finding, note="nothing is pending"))
+    text = render(noted, "corpus/x.json")
+    assert text.splitlines()[2] == "> **Why no category fits**: nothing is pending"
+    path = tmp_path / "e.json"
+    dump_trace(noted, path)
+    assert load_trace(path).finding.note == "nothing is pending"  # kept in the entry
+    assert "Why no category fits" not in render(trace(), "corpus/x.json")  # only with a note
+
+
 def test_the_replay_line_names_the_dotted_target():
     assert replay_line(trace(), "c.json") == "resumefuzz replay c.json"
     third = trace(target="mine")

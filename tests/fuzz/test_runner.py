@@ -44,7 +44,7 @@ def test_sigkill_kills_the_worker_inside_the_intended_task_and_phase(runner, pha
     obs = runner.apply(Start("t0", crash=CrashAt(1, phase, "sigkill")))
     assert obs.outcome == "crashed"
     assert list(obs.effects) == fired  # the ledger survived the SIGKILL
-    assert killed.process.exitcode == -signal.SIGKILL
+    assert killed.exitcode == -signal.SIGKILL
     # The state was read, and the next operation runs, in a fresh worker on the same store.
     assert runner.worker is not killed and runner.worker.alive()
     assert obs.state.done == ((1,) if phase == "after_commit" else ())

@@ -1,6 +1,7 @@
 """The trace format: round trips, one-line refusals, and schema-valid input never crashes us."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -66,3 +67,28 @@ def test_any_schema_valid_trace_replays_or_is_refused_cleanly(doc):
         replay_on_model(trace)
     except UsageError as exc:
         assert "\n" not in str(exc)
+
+
+def test_dedupe_keeps_one_entry_per_variant_category_and_mechanism(tmp_path, capsys):
+    # Two campaigns found one defect the same way: the longer entry is redundant; an entry of
+    # another mechanism (a tamper) is kept beside them.
+    from fuzz.cli import main
+    from fuzz.corpus import duplicates, save
+    from fuzz.trace import Finding
+    from refmodel import Recover, Start, Tamper, Workflow
+    from refmodel.ops import CrashAt
+
+    wf = Workflow(n=2, gates=(), values=("a", "b"))
+    crash = Start("t0", crash=CrashAt(task=1, phase="after_commit"))
+    finding = Finding("Replay", "EO", 1, "recovery re-fired completed task(s) [1]")
+    short = Trace(wf, (crash, Recover("t0")), "mutant:Replay", finding=finding, status="FAILED")
+    longer = short.with_(operations=(crash, Start("t1"), Recover("t0")),
+                         finding=replace(finding, step=2))
+    tampered = short.with_(operations=(crash, Tamper("t1"), Recover("t0")))
+    paths = [save(t.with_(fingerprint=f), tmp_path / "corpus")
+             for t, f in ((short, "aaa"), (longer, "bbb"), (tampered, "ccc"))]
+    assert duplicates(paths) == [(paths[1], paths[0])]
+    assert main(["dedupe", str(tmp_path / "corpus"), "--apply",
+                 "--reports", str(tmp_path / "reports")]) == 0
+    assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
+    assert "1 of 3 entries removed" in capsys.readouterr().out

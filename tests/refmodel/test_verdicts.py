@@ -221,3 +221,207 @@ def test_two_racers_going_past_the_gate_is_lost_update():
     once = Observation("completed|completed", (("t0", 2, "a"), ("t0", 3, None)),
                        view(GATE2, (1, 2, 3), {2: "a"}))
     assert judge(model, world, race, once) is None  # a loser that reports a no-op is allowed
+
+
+# -- the rules that named the last Unclassified entries ("name what is found") -------------------
+
+ONE_GATE = Workflow(1, {1}, ("a", "b"))
+ASKED = Observation("interrupted", (), view(ONE_GATE, (), pending=1))  # gate 1 asked, no effect
+
+
+# -- answer-dropped-after-crash (pydantic-graph's docs idiom after an exception in the gate) -----
+
+
+def test_an_answer_dropped_after_a_crash_while_consuming_is_stuck():
+    model = Model(ONE_GATE)
+    crashed, _ = walk(model, [Start("t0"),
+                              Resume("t0", value="a", crash=CrashAt(1, "before_effect", "exception"))])
+    divergence = judge(model, crashed, Resume("t0", value="a"), ASKED)
+    assert (divergence.category, divergence.rule) == ("Stuck", "answer-dropped-after-crash")
+    assert "dropped" in divergence.detail
+
+
+def test_the_same_answer_dropped_without_a_crash_is_not_that_rule():
+    # No crash before: the thread is not one that must go on after a crash (nothing names it).
+    model = Model(ONE_GATE)
+    world, _ = walk(model, [Start("t0")])
+    divergence = judge(model, world, Resume("t0", value="a"), ASKED)
+    assert divergence.rule != "answer-dropped-after-crash"
+
+
+def test_asking_again_is_allowed_as_the_crashing_ops_own_outcome():
+    model = Model(ONE_GATE)
+    world, _ = walk(model, [Start("t0")])
+    op = Resume("t0", value="a", crash=CrashAt(1, "before_effect", "exception"))
+    crashed = Observation("crashed", (), view(ONE_GATE, (), pending=1))
+    assert judge(model, world, op, crashed) is None
+
+
+# -- fork-never-consumed: a refused fork consumed nothing -----------------------------------------
+
+
+def test_a_refused_fork_whose_source_holds_the_same_answer_is_fork_ignore():
+    # LangGraph functional API, -travel: the fork of f1's gate 1 with 'a' is refused (two
+    # interrupts pending), and the state read back is f1's own, which already answers 'a'.
+    model = Model(TWO_GATES)
+    world, _ = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1")])
+    refused = Observation("rejected", (), view(TWO_GATES, (1,), {1: "a"}, 2))
+    divergence = judge(model, world, Fork("f1", gate=1, value="a", new_thread="f2"), refused)
+    assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-never-consumed")
+
+
+def test_a_fork_that_records_its_value_without_refusing_is_not_called_unconsumed():
+    model = Model(TWO_GATES)
+    world, _ = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1")])
+    # Recorded, not refused, no effect: the effect is missing (EO), not the value (FD).
+    recorded = Observation("interrupted", (), view(TWO_GATES, (1,), {1: "a"}, 2))
+    divergence = judge(model, world, Fork("f1", gate=1, value="a", new_thread="f2"), recorded)
+    assert divergence.rule != "fork-never-consumed"
+
+
+# -- the history reach ---------------------------------------------------------------------------
+
+
+def test_under_a_history_reach_a_fork_of_any_checkpoint_of_a_tampered_thread_may_refuse():
+    ops = [Start("t0"), Resume("t0", value="a"), Tamper("t0", how="corrupt")]
+    fork = Fork("t0", gate=1, value="a", new_thread="f1")
+    refused = Observation("rejected", (), view(ONE_GATE, ()))
+    for scope, allowed in (("history", True), ("thread", False)):
+        model = Model(ONE_GATE, tamper_scope=scope)
+        divergence = judge(model, walk(model, ops)[0], fork, refused)
+        assert (divergence is None) == allowed, scope
+
+
+def test_a_history_reach_does_not_reach_a_branch_forked_before_the_tamper():
+    model = Model(ONE_GATE, tamper_scope="history")
+    world, _ = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"),
+                            Tamper("t0", how="corrupt")])
+    assert world.get("t0").damaged and not world.get("f1").damaged
+
+
+# -- pending-gate-refused (LlamaIndex server: an idle handler's run garbage-collected) ----------
+
+
+def test_a_refused_answer_to_a_pending_gate_is_stuck_and_names_a_crash_elsewhere():
+    model = Model(ONE_GATE)
+    ops = [Start("t0"), Start("t1"),
+           Resume("t0", value="b", crash=CrashAt(1, "in_flight", "exception"))]
+    world, history = walk(model, ops)
+    refused = Observation("rejected", (), view(ONE_GATE, (), pending=1))
+    divergence = judge(model, world, Resume("t1", value="b"), refused, history)
+    assert (divergence.category, divergence.rule) == ("Stuck", "pending-gate-refused")
+    assert "after the crash of t0 at step 3" in divergence.detail
+
+
+def test_a_refused_answer_without_any_crash_is_stuck_too():
+    model = Model(ONE_GATE)
+    world, history = walk(model, [Start("t0"), Start("t1")])
+    refused = Observation("rejected", (), view(ONE_GATE, (), pending=1))
+    divergence = judge(model, world, Resume("t0", value="b"), refused, history)
+    assert divergence.rule == "pending-gate-refused" and "crash" not in divergence.detail
+
+
+def test_a_refusal_the_contract_allows_is_not_that_rule():
+    # t1 already answered: nothing pending, a refusal (or a no-op) is allowed.
+    model = Model(ONE_GATE)
+    world, history = walk(model, [Start("t1"), Resume("t1", value="a")])
+    refused = Observation("rejected", (), view(ONE_GATE, (1,), {1: "a"}))
+    assert judge(model, world, Resume("t1", value="b"), refused, history) is None
+
+
+def test_a_refused_start_is_not_that_rule():
+    # Nothing pending: a run that cannot begin is named by no category (Unclassified).
+    model = Model(ONE_GATE)
+    refused = Observation("rejected", (), view(ONE_GATE, ()))
+    assert judge(model, World(), Start("t0"), refused).category == "Unclassified"
+
+
+# -- a race's loser may report the gate it read before the winner's commit ----------------------
+
+RACE_WF = Workflow(2, {1}, ("a", "b"))
+RACE_EFFECTS = (("t0", 1, "a"), ("t0", 2, None))
+
+
+def judge_race(outcome, state):
+    """Judge ``race(['a', 'a'])`` at gate 1 of a started run that fired RACE_EFFECTS."""
+    from refmodel import Race
+
+    model = Model(RACE_WF)
+    world, history = walk(model, [Start("t0")])
+    race = Race("t0", values=("a", "a"))
+    return judge(model, world, race, Observation(outcome, RACE_EFFECTS, state), history)
+
+
+def test_a_loser_reporting_the_gate_still_asked_is_allowed_when_nothing_else_differs():
+    assert judge_race("completed|interrupted", view(RACE_WF, (1, 2), {1: "a"})) is None
+    # The canonical outcome is still every loser refused.
+    from refmodel import Race
+
+    model = Model(RACE_WF)
+    world, _ = walk(model, [Start("t0")])
+    assert model.step(world, Race("t0", values=("a", "a")))[0][0].outcome == "completed|rejected"
+
+
+def test_a_loser_whose_write_reverts_the_winners_completed_run_is_state_mismatch():
+    # pydantic-graph's docs idiom after a crash: the loser's fresh run re-asks gate 1 and its
+    # snapshot lands last.
+    divergence = judge_race("completed|interrupted", view(RACE_WF, (), pending=1))
+    assert (divergence.category, divergence.rule) == ("StateMismatch", "state-differs")
+
+
+def test_the_winners_label_is_still_compared():
+    # Every racer reports the gate asked, yet the run completed: no racer reported the winner.
+    assert judge_race("interrupted|interrupted", view(RACE_WF, (1, 2), {1: "a"})) is not None
+
+
+# -- a crash point that fires at a completed task: the task ran again ----------------------------
+
+ONE_TASK = Workflow(1, set(), ("a", "b"))
+
+
+def test_a_crash_point_firing_at_a_completed_task_on_recovery_is_replay():
+    model = Model(ONE_TASK)
+    world, history = walk(model, [Start("t0")])  # completed
+    op = Recover("t0", crash=CrashAt(1, "before_effect", "exception"))
+    crashed = Observation("crashed", (), view(ONE_TASK, (1,)))
+    divergence = judge(model, world, op, crashed, history)
+    assert (divergence.category, divergence.rule) == ("Replay", "recovery-refires-completed")
+    assert "re-entered completed task 1" in divergence.detail
+
+
+def test_a_crash_point_firing_at_a_completed_task_on_resume_is_prefix_replay():
+    # pydantic-graph's docs idiom on a finished run: load_next() finds nothing, a fresh run.
+    model = Model(ONE_TASK)
+    world, history = walk(model, [Start("t0")])
+    op = Resume("t0", value="a", crash=CrashAt(1, "before_effect", "exception"))
+    crashed = Observation("crashed", (), view(ONE_TASK, ()))
+    divergence = judge(model, world, op, crashed, history)
+    assert (divergence.category, divergence.rule) == ("PrefixReplay", "resume-refires-prefix")
+
+
+def test_a_crash_point_at_a_task_not_yet_done_is_not_a_re_run():
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])  # task 1 done, gate 2 pending
+    op = Resume("t0", value="a", crash=CrashAt(3, "before_effect", "exception"))
+    early = Observation("crashed", (), view(GATE2, (1,), pending=2))  # crashed, nothing fired
+    divergence = judge(model, world, op, early, history)
+    assert divergence.rule not in ("resume-refires-prefix", "recovery-refires-completed")
+
+
+# -- completed-work-lost: a fresh run replaces a finished one ------------------------------------
+
+
+def test_a_resume_that_replaces_a_finished_run_with_a_fresh_one_is_state_mismatch():
+    model = Model(ONE_GATE)
+    world, history = walk(model, [Start("t0"), Resume("t0", value="a")])  # completed
+    divergence = judge(model, world, Resume("t0", value="a"), ASKED, history)
+    assert (divergence.category, divergence.rule) == ("StateMismatch", "completed-work-lost")
+    assert "lost completed task(s) [1]" in divergence.detail
+
+
+def test_asking_again_with_the_finished_run_kept_is_not_that_rule():
+    model = Model(ONE_GATE)
+    world, history = walk(model, [Start("t0"), Resume("t0", value="a")])
+    kept = Observation("interrupted", (), view(ONE_GATE, (1,), {1: "a"}))
+    divergence = judge(model, world, Resume("t0", value="a"), kept, history)
+    assert divergence.rule != "completed-work-lost"

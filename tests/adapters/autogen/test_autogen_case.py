@@ -13,14 +13,18 @@ import threading
 import pytest
 
 from adapters.protocol import (
+    CALL_LOG,
     CrashAt,
     Durable,
     Fork,
     Recover,
+    Refused,
     Resume,
     Start,
     Unreadable,
+    Workflow,
     forge,
+    forge_parts,
 )
 from refmodel.workflow import sorted_pairs
 
@@ -124,6 +128,19 @@ def test_tamper_changes_what_is_stored(make_driver, name, how, workflow):
         assert tampered.is_valid(workflow)
 
 
+@pytest.mark.parametrize("name", ["graphflow-loop-hitl-json", "swarm-handoff-step-sqlite"])
+@pytest.mark.parametrize("op", [Resume("t0", value="a"), Recover("t0")])
+def test_a_saved_state_that_does_not_parse_is_refused_not_a_tool_error(make_driver, name, op):
+    # The documented persistence's load step (json.load, then load_state) refuses a corrupted
+    # file loudly: a refusal (rejected, with the decoder's words), never a HarnessError.
+    d = make_driver(name)
+    d.run(Start("t0"))
+    d.case.tamper("t0", "corrupt")
+    outcome, rows, error = d.run(op)
+    assert outcome == "rejected" and rows == []
+    assert isinstance(error, Refused) and "not JSON" in str(error), repr(error)
+
+
 @pytest.mark.parametrize("name", ["graphflow-loop-step-json", "swarm-handoff-hitl-sqlite"])
 def test_clone_store_is_byte_for_byte(make_driver, name, tmp_path):
     d = make_driver(name)
@@ -132,7 +149,9 @@ def test_clone_store_is_byte_for_byte(make_driver, name, tmp_path):
     dest = tmp_path / "clone"
     dest.mkdir()
     d.case.clone_store(dest)
-    src_files = sorted(p.relative_to(d.workdir) for p in d.workdir.rglob("*") if p.is_file())
+    # The call log (``calls.jsonl``) is ours, kept for reproduction scripts: not the store.
+    src_files = sorted(p.relative_to(d.workdir) for p in d.workdir.rglob("*")
+                       if p.is_file() and p.name != CALL_LOG)
     dst_files = sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
     assert src_files == dst_files and src_files
     for rel in src_files:
@@ -170,3 +189,50 @@ def test_resume_with_a_gate_it_was_not_shown_is_nothing_to_do(make_driver):
     d.run(Start("t0"))
     outcome, rows, _ = d.run(Resume("t0", value="a", gate=3))
     assert rows == [] and outcome in ("interrupted", "rejected")
+
+
+TWO_GATES = Workflow(3, {1, 3}, ("a", "b"))
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if n.endswith("-json")])
+@pytest.mark.parametrize("part", ["done", "answer:1", "pending"])
+def test_tamper_forged_by_part_writes_that_part(make_driver, name, part):
+    """Each part as ``forge(part)`` says; ``pending`` alone removes the gate's open request
+    message (the saved team state's record of the pending gate), the outputs untouched."""
+    d = make_driver(name, TWO_GATES)
+    d.run(Start("t0"))
+    d.run(Resume("t0", value="a"))  # done (1, 2), gate 1 answered, gate 3 pending
+    view = d.case.query("t0")
+    durable = Durable(view.done, sorted_pairs(view.answers), view.pending)
+    assert part in forge_parts(TWO_GATES, durable)
+    d.case.tamper("t0", "forged", part)
+    got, fake = d.case.query("t0"), forge(TWO_GATES, durable, part)
+    assert (got.done, got.answers, got.pending) == (fake.done, fake.answers, fake.pending)
+
+
+@pytest.mark.parametrize("name", ["graphflow-loop-step-json", "graphflow-split-step-json",
+                                  "swarm-handoff-step-json"])
+def test_tamper_forged_pending_adds_the_request_of_a_gate_not_asked(make_driver, name):
+    d = make_driver(name, TWO_GATES)
+    d.run(Start("t0"))
+    d.run(Resume("t0", value="a", crash=CrashAt(3, "before_effect")))
+    assert d.case.query("t0").pending is None  # task 2 saved, gate 3 not asked
+    d.case.tamper("t0", "forged", "pending")
+    assert d.case.query("t0").pending == 3
+
+
+@pytest.mark.parametrize("name", ["graphflow-loop-hitl-json", "swarm-handoff-step-sqlite"])
+@pytest.mark.parametrize("part", ["done", "pending"])
+def test_recover_of_a_forged_unfinished_state_calls_autogen(make_driver, name, part):
+    """A forgery that leaves the saved state neither asking nor finished, then recover: the
+    application continues the loaded team with ``run()`` (AutoGen decides), never a tool
+    error for want of an outstanding run."""
+    from adapters.protocol import HarnessError
+
+    d = make_driver(name, TWO_GATES)
+    d.run(Start("t0"))
+    d.run(Resume("t0", value="a"))
+    d.case.tamper("t0", "forged", part)
+    assert d.case.query("t0").status == "incomplete"
+    outcome, _, exc = d.run(Recover("t0"))
+    assert not isinstance(exc, HarnessError), exc

@@ -178,3 +178,41 @@ def test_sqlite_provider_runs_on_newer_sqlite_and_nothing_else_does(harness):
     assert provider.sqlite3 is not stdlib
     assert flow_persistence.sqlite3 is stdlib
     assert Path(h.workdir / "store" / "ck" / "t0.db").exists()
+
+
+TWO_GATES = Workflow(3, frozenset({1, 3}), ("a", "b"))
+
+
+@pytest.mark.parametrize("name", ["persist-sqlite", "checkpoint-json-kickoff"])
+@pytest.mark.parametrize("part", ["done", "answer:1", "pending"])
+@retry_race
+def test_tamper_forged_by_part_writes_that_part(harness, name, part):
+    """Each part as ``forge(part)`` says; ``pending`` alone deletes the flow's
+    ``pending_feedback`` row (CrewAI's record of the pending gate), the states untouched."""
+    from adapters.protocol import Durable, forge, forge_parts
+
+    h = harness(name, TWO_GATES)
+    h.do(Start("t0"))
+    h.do(Resume("t0", value="a"))  # done (1, 2), gate 1 answered, gate 3 pending
+    view = h.case.query("t0")
+    durable = Durable(view.done, view.answers, view.pending)
+    assert part in forge_parts(TWO_GATES, durable)
+    states_before = _stored_bytes(h, "t0")
+    h.case.tamper("t0", "forged", part)
+    got, fake = h.case.query("t0"), forge(TWO_GATES, durable, part)
+    assert (got.done, got.answers, got.pending) == (fake.done, fake.answers, fake.pending)
+    if part == "pending":
+        rows, checkpoints = _stored_bytes(h, "t0")
+        assert checkpoints == states_before[1]  # no checkpoint touched
+        assert set(rows) < set(states_before[0])  # only the pending row is gone
+
+
+@pytest.mark.parametrize("name", ["persist-sqlite"])  # the checkpoints lag: task 2 unsaved
+@retry_race
+def test_tamper_forged_pending_adds_a_pending_row_for_a_gate_not_asked(harness, name):
+    h = harness(name, TWO_GATES)
+    h.do(Start("t0"))
+    h.do(Resume("t0", value="a", crash=CrashAt(3, "before_effect", "exception")))
+    assert h.case.query("t0").pending is None  # task 2 saved, gate 3 not asked
+    h.case.tamper("t0", "forged", "pending")
+    assert h.case.query("t0").pending == 3

@@ -11,13 +11,11 @@ a tamper damages what the next read sees, and a bounded campaign runs end to end
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
-from langgraph_testkit import ROOT, run_op
+from langgraph_testkit import run_op
+from store_testkit import bounded_campaign
 
 from adapters.langgraph import LangGraphAdapter
 from adapters.protocol import Resume, Start, StateView, Unreadable, Workflow
@@ -113,15 +111,4 @@ def test_tamper_corrupt_damages_what_the_next_read_sees(opened, ledger, tmp_path
 def test_a_bounded_campaign_runs_on_the_store(store_adapter, in_tmp):
     """In a fresh process: this one ran cases in process, and has LangGraph's threads."""
     store = store_adapter._store
-    variant = f"store-{store.name}-graph-sync-head-update"
-    done = subprocess.run(
-        [sys.executable, "-m", "fuzz", "fuzz", "langgraph", "--store", store.path,
-         "--variant", variant, "--max-examples", "4", "--no-shrink", "--seed", "3",
-         "--op-timeout", "60", "--profile", "ci"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])})
-    assert done.returncode in (0, 1), done.stderr
-    assert f"store: {store.path}" in done.stdout
-    evidence = json.loads((in_tmp / "results" / "langgraph" / f"{variant}.json").read_text())
-    assert evidence["versions"][store.distribution] == store.version
-    assert evidence["options"]["store_factory"] == store.path
+    bounded_campaign("langgraph", store, f"store-{store.name}-graph-sync-head-update", in_tmp)

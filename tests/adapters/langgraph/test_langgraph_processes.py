@@ -106,3 +106,26 @@ def test_repro_script_runs_standalone(name, adapter, variant, workflow, tmp_path
     assert "effect fired: branch=t0 task=3" in out
     assert ("killed with SIGKILL" in out) == ("memory" not in name)
     assert "state of f1:" in out and "invalid" in out
+
+
+@pytest.mark.parametrize("task, phase, lost", [(1, "after_commit", True),
+                                               (2, "before_effect", True),
+                                               (2, "in_flight", False)])
+def test_the_barrier_variant_reaches_the_documented_async_loss_as_a_d(task, phase, lost):
+    """``-barrier`` holds task t's saves until task t + 1 begins: a SIGKILL at t's
+    ``after_commit`` or t + 1's ``before_effect`` lands inside the save and loses task t
+    (durability='async' documents it: a D with LangGraph's own words, and the example goes on);
+    once t + 1 began, t's saves are done, so a SIGKILL in t + 1's effect loses nothing of t."""
+    from fuzz.replay import Replayer
+    from fuzz.trace import Trace
+    from refmodel import Query, Workflow
+
+    linear = Workflow(3, frozenset(), ("a", "b"))
+    ops = (Start("t0", crash=CrashAt(task, phase, "sigkill")), Recover("t0"), Query("t0"))
+    result = Replayer(target="langgraph").replay_trace(
+        Trace(linear, ops, "langgraph", "sqlite-graph-async-head-update-barrier"))
+    if lost:
+        assert (result.status, result.category, result.verdict) == ("CHANGED", "StateMismatch", "D")
+        assert "'async'" in result.detail  # the citation of the durability docstring
+    else:
+        assert result.status == "FIXED", result.detail

@@ -9,7 +9,7 @@ import pytest
 from langgraph_testkit import run_op
 
 from adapters.langgraph import stores
-from adapters.protocol import Durable, Resume, Start, Unreadable, forge
+from adapters.protocol import Durable, Resume, Start, Unreadable, Workflow, forge, forge_parts
 
 
 def snapshot(case) -> object:
@@ -134,3 +134,38 @@ def test_memory_store_cannot_be_cloned(variant, workflow, open_case, ledger, tmp
     case = open_case(variant("memory-graph-sync-head-update"), workflow)
     with pytest.raises(NotImplementedError):
         case.clone_store(tmp_path)
+
+
+TWO_GATES = Workflow(3, {1, 3}, ("a", "b"))
+
+
+@pytest.mark.parametrize("name", TAMPER_VARIANTS)
+@pytest.mark.parametrize("part", ["done", "answer:1", "pending"])
+def test_tamper_forged_by_part_writes_that_part(name, part, variant, open_case, ledger):
+    """Each part as ``forge(part)`` says; ``pending`` alone deletes the open interrupt write
+    (LangGraph's record of the pending gate) and leaves the state channels as they were."""
+    case = open_case(variant(name), TWO_GATES)
+    run_op(case, Start("t0"), 0, ledger)
+    run_op(case, Resume("t0", value="a"), 1, ledger)  # done (1, 2), gate 3 pending
+    view = case.query("t0")
+    durable = Durable(view.done, view.answers, view.pending)
+    assert part in forge_parts(TWO_GATES, durable)
+    case.tamper("t0", "forged", part)
+    got = case.query("t0")
+    expected = forge(TWO_GATES, durable, part)
+    assert (got.done, got.answers, got.pending) == (expected.done, expected.answers,
+                                                    expected.pending)
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-func-sync-head-update"])
+def test_tamper_forged_pending_records_a_gate_that_was_not_asked(name, variant, open_case,
+                                                                 ledger):
+    from adapters.protocol import CrashAt
+
+    case = open_case(variant(name), TWO_GATES)
+    run_op(case, Start("t0"), 0, ledger)
+    # Task 2 committed, gate 3 not asked yet (the run died as task 3 began).
+    run_op(case, Resume("t0", value="a", crash=CrashAt(3, "before_effect")), 1, ledger)
+    assert case.query("t0").pending is None
+    case.tamper("t0", "forged", "pending")
+    assert case.query("t0").pending == 3

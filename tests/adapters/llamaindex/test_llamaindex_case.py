@@ -138,3 +138,24 @@ def test_server_resume_of_a_finished_handler_is_refused_by_the_server(make_drive
         assert type(error).__name__ == "Refused" and "409" in str(error), error
     else:
         assert "HandlerCompleted" in type(error).__name__
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+@pytest.mark.parametrize("part", ["done", "answer"])
+def test_tamper_forged_by_part_writes_that_part_of_the_state(make_driver, name, part):
+    """The stored state as ``forge(part)`` says (done log, answers); the pending-gate record
+    is declared n/a (``Capabilities.forge_parts``: LlamaIndex derives the pause, it stores no
+    record of it alone)."""
+    from adapters.protocol import Durable, forge, forge_parts
+
+    d = make_driver(name)
+    d.run(Start("t0"))
+    d.run(Resume("t0", value="a"))
+    view = d.case.query("t0")
+    durable = Durable(view.done, view.answers, None)
+    choice = next(p for p in forge_parts(WORKFLOW, durable) if p.startswith(part))
+    d.case.tamper("t0", "forged", choice)
+    got, fake = d.case.query("t0"), forge(WORKFLOW, durable, choice)
+    assert (got.done, got.answers) == (fake.done, fake.answers)
+    caps = d.adapter.capabilities(d.variant)
+    assert "pending" not in caps.forge_parts and "forged pending" in caps.not_expressible

@@ -21,6 +21,7 @@ from adapters.protocol import (
     Unreadable,
     Workflow,
     forge,
+    forge_parts,
 )
 from adapters.pydantic_graph.store import LOCK_SUFFIX
 
@@ -229,6 +230,43 @@ def test_tamper_forged_writes_the_forged_state(harness, name, resume):
     assert forged == expected and forged != view
 
 
+@pytest.mark.parametrize("name", FILE_VARIANTS + ["full-single-resume_ifp-recover_ifp"])
+def test_tamper_forged_by_part_edits_that_part_alone(harness, name):
+    """done / answer: the state as ``forge(part)`` says; pending: the gate's snapshot alone is
+    marked run (its state and node kept), the pending-gate record of this framework."""
+    two = Workflow(3, {1, 3}, ("a", "b"))
+    h = harness(name, two)
+    h.do(Start("t0"))
+    h.do(Resume("t0", value="a"))  # done (1, 2), gate 1 answered, gate 3 pending
+    view = h.case.query("t0")
+    durable = Durable(view.done, view.answers, view.pending)
+    assert forge_parts(two, durable) == ("done", "answer:1", "pending")
+    for part in ("done", "answer:1"):
+        hh = harness(name, two)
+        hh.do(Start("t0"))
+        hh.do(Resume("t0", value="a"))
+        hh.case.tamper("t0", "forged", part)
+        assert hh.case.query("t0") == forge(two, durable, part).view(two), part
+    last = lambda: h.case.store.snapshots("t0")[-1] if h.case.backend != "file" \
+        else stored(h, "t0")[-1]  # noqa: E731
+    status = lambda s: s["status"] if isinstance(s, dict) else s.status  # noqa: E731
+    assert status(last()) == "created"
+    h.case.tamper("t0", "forged", "pending")
+    assert status(last()) == "success" and h.case.query("t0") == view
+
+
+@pytest.mark.parametrize("name", FILE_VARIANTS + ["full-single-resume_ifp-recover_ifp"])
+def test_a_fork_after_a_forged_tamper_reaches_the_framework(harness, name):
+    """The fork addresses the gate's checkpoint by the snapshot id kept when the run paused:
+    a forgery of that snapshot hands pydantic-graph the forged state, never a tool error (the
+    adapter once searched the snapshots by node and lost the rewritten one)."""
+    h = harness(name, GATED)
+    h.do(Start("t0"))  # gate 2 pending: the forgery marks it done, rewriting its snapshot
+    h.case.tamper("t0", "forged")
+    outcome, _ = h.do(Fork("t0", gate=2, value="b", new_thread="f1"))
+    assert "HarnessError" not in str(outcome)
+
+
 @pytest.mark.parametrize("name", ["full-single-resume_ifp-recover_ifp",
                                   "simple-single-resume_docs-recover_ifp"])
 def test_tamper_invalid_in_memory_edits_the_stored_objects(harness, name):
@@ -249,7 +287,7 @@ def test_clone_store_is_byte_identical(harness, tmp_path):
     h.case.clone_store(dest)
     files = sorted(p.name for p in h.workdir.iterdir())
     assert files == sorted(p.name for p in dest.iterdir())
-    assert len(files) == 4  # 2 runs + table + the call log (calls.jsonl, for repro scripts)
+    assert len(files) == 5  # 2 runs + table + gate snapshot ids + the call log (calls.jsonl)
     for name in files:
         assert (h.workdir / name).read_bytes() == (dest / name).read_bytes()
     twin = h.adapter.open(h.variant, GATED, dest)

@@ -4,10 +4,10 @@ pydantic-graph's terms, standalone, and their exit status is the verdict: 1 on a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from fuzz import reprocheck
+from fuzz.testing import allowed_resume_trace
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "pydantic-graph"
@@ -50,16 +50,47 @@ def test_repro_of_a_crash_runs_the_crash_point_inside_the_node(adapter, variant)
 def test_repro_of_what_pydantic_graph_gets_right_exits_0(adapter, variant):
     """Start and resume with 'a', recorded as if the resume had fired nothing: the script sees
     task 1 fire with 'a', which is what the contract allows, so it exits 0."""
-    from refmodel import Observation, Resume, Start, StateView, Workflow
-
-    wf = Workflow(1, {1}, ("a", "b"))
-    start = Observation("interrupted", (), StateView.of(wf, [], {}, 1))
-    wrong = Observation("completed", (), StateView.of(wf, [1], {1: "a"}, None))
-    trace = load_trace(STUCK)
-    trace = trace.with_(workflow=wf, operations=(Start("t0"), Resume("t0", value="a")),
-                        observations=(start, wrong),
-                        finding=replace(trace.finding, category="Unclassified", step=1))
+    trace = allowed_resume_trace(load_trace(STUCK))
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert repro.lines <= 60, repro.script
+    check_standalone(repro.script)
+
+
+# Kept beside the test (corpus entries move when campaigns re-find them): races whose later racer
+# answers the next gate with its value, one on the single node shape, one on the classes shape.
+RACE = Path(__file__).resolve().parent / "data" / "DoubleConsume-8ad8933ccc55.json"
+RACE_CLASSES = Path(__file__).resolve().parent / "data" / "DoubleConsume-076cd3fcda78.json"
+
+
+def test_repro_of_a_race_writes_the_racers_one_after_the_other(adapter, variant):
+    """The second racer, shown gate 1 too, arrives once the first has returned and answers gate
+    2: deterministic in the script, so it reproduces every time."""
+    trace = load_trace(RACE)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=2)
+    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert repro.lines <= 120, repro.script
+    assert repro.script.count("graph.iter_from_persistence(p) as run:") == 2, repro.script
+    check_standalone(repro.script)
+
+
+def test_repro_on_the_classes_shape_defines_one_node_class_per_task(adapter, variant):
+    trace = load_trace(RACE_CLASSES)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "T1 = task_class(1, T2)" in repro.script and "graph = Graph(nodes=[T1, T2]" in repro.script
+    check_standalone(repro.script)
+
+
+FORGED = Path(__file__).resolve().parent / "data" / "InvalidPersist-17d0e43f2562.json"
+
+
+def test_repro_of_a_forged_snapshot_replaces_it_in_pydantic_graphs_classes(adapter, variant):
+    """In memory, the tamper is the newest snapshot replaced by one the run never wrote; the
+    recovery then runs it without a word."""
+    trace = load_trace(FORGED)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "p.last_snapshot = NodeSnapshot(state=State(done=[], answers={}), node=Task(1), " \
+           "id=p.last_snapshot.id)" in repro.script
     check_standalone(repro.script)

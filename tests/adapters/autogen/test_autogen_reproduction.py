@@ -1,0 +1,71 @@
+"""AutoGen reproduction scripts: composed from the calls the runner recorded, in AgentChat's
+terms, standalone (AutoGen and the standard library), and their exit status is the verdict: 1 on
+a known finding, 0 on a trace AutoGen gets right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fuzz import reprocheck
+from fuzz.testing import allowed_resume_trace
+from fuzz.trace import load_trace
+
+from conftest import variant_named
+
+CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "autogen"
+BAD_OUTPUT = CORPUS / "graphflow-loop-hitl-json" / "InvalidPersist-2c1deb3646fd.json"
+RACE = CORPUS / "swarm-handoff-hitl-json" / "LostUpdate-f908235065c8.json"
+FORGED = CORPUS / "graphflow-loopany-step-sqlite" / "InvalidPersist-d0909f1b757a.json"
+HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "hooks",
+           "CrashInjected", "ReproHooks")
+
+
+def check_standalone(script: str) -> None:
+    body = script.split('"""', 2)[2]
+    for word in HARNESS:
+        assert word not in body, word
+    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
+        assert f"import {module}" not in script and f"from {module}" not in script
+
+
+def reproduce(adapter, path, runs=1):
+    trace = load_trace(path)
+    return reprocheck.reproduce(adapter, variant_named(adapter, trace.variant), trace, runs=runs)
+
+
+def test_repro_of_an_output_outside_the_schema_exits_1(adapter):
+    """An agent writes a TaskOutput whose ``out`` is a string; run() completes and save_state()
+    keeps it, where the contract wants a refusal."""
+    repro = reproduce(adapter, BAD_OUTPUT)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.lines <= 120, repro.script
+    assert "result = await team.run(task=TextMessage(source='user', content='start'))" in repro.script
+    check_standalone(repro.script)
+
+
+def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
+    repro = reproduce(adapter, RACE)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert script.index("await team_2.load_state(load('run-1'))") < script.index(
+        "result = await team_1.run(task=HandoffMessage(source='user', target='t1', content='resume:a'))")
+    check_standalone(script)
+
+
+def test_repro_of_a_forged_state_writes_what_the_case_wrote(adapter):
+    """The forged content is the case's own (``protocol.forge``), written by the same
+    ``rewrite`` the case uses."""
+    repro = reproduce(adapter, FORGED)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "overwrite('run-1', rewrite(load('run-1'), [1], {1: 'a'}))" in repro.script
+    check_standalone(repro.script)
+
+
+def test_repro_of_what_autogen_gets_right_exits_0(adapter):
+    """Start and resume with 'a', recorded as if the resume had fired nothing: the script sees
+    task 1 fire with 'a', which the contract allows, so it exits 0."""
+    trace = allowed_resume_trace(load_trace(BAD_OUTPUT))
+    repro = reprocheck.reproduce(adapter, variant_named(adapter, trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert "await team.load_state(load('run-1'))" in repro.script
+    check_standalone(repro.script)

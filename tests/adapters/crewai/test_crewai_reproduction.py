@@ -1,0 +1,94 @@
+"""CrewAI reproduction scripts: composed from the calls the case recorded, short, in CrewAI's
+terms, standalone, and their exit status is the verdict: 1 on a known finding, 0 on a trace
+CrewAI gets right.
+
+Each test runs ``resumefuzz report`` in a fresh interpreter (the runner forks its workers from a
+process that has run no flow: CrewAI starts event-bus threads on the first one) on a copy of a
+corpus entry, then reads the script the report holds and the count the entry records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from crewai_test_support import HERE, PYTHON, require_crewai
+
+require_crewai()
+
+ROOT = HERE.parents[2]
+CORPUS = ROOT / "corpus" / "crewai"
+BAD_OUTPUT = CORPUS / "persist-sqlite" / "InvalidPersist-94cdcc0c57f8.json"
+RACE = CORPUS / "persist-sqlite" / "LostUpdate-dcfd68383090.json"
+HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "hooks", "H.")
+
+
+def report(entry, tmp_path, runs: int = 1, doc: dict | None = None) -> tuple[dict, str]:
+    """``resumefuzz report COPY --verify runs`` on a copy of ``entry`` (or on ``doc`` written
+    where ``entry`` is): (the copy's ``finding.script``, the script)."""
+    copy = tmp_path / "corpus" / entry.parent.name / entry.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    if doc is not None:
+        copy.write_text(json.dumps(doc))
+    else:
+        shutil.copy(entry, copy)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([PYTHON, "-m", "fuzz", "report", str(copy), "--verify", str(runs),
+                           "--reports", str(tmp_path / "reports")],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    (md,) = (tmp_path / "reports").rglob("*.md")
+    script = re.search(r"```python\n(.*?)```", md.read_text(), re.S)[1]
+    return json.loads(copy.read_text())["finding"]["script"], script
+
+
+def check_standalone(script: str) -> None:
+    body = script.split('"""', 2)[2]
+    for word in HARNESS:
+        assert word not in body, word
+    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
+        assert f"import {module}" not in script and f"from {module}" not in script
+
+
+@pytest.mark.slow
+def test_an_output_outside_the_schema_is_accepted_exits_1(tmp_path):
+    """Task 1 writes a string into ``done: list[int]``; the flow completes where the contract
+    wants a refusal."""
+    recorded, script = report(BAD_OUTPUT, tmp_path)
+    assert recorded == {"checked": True, "lines": len(script.splitlines()), "runs": 1,
+                        "reproduced": 1}, script
+    assert recorded["lines"] <= 60, script
+    assert "@persist(SQLiteFlowPersistence(" in script and "WorkflowFlow().kickoff()" in script
+    assert "# Expected: kickoff() raises an error\n# Observed: kickoff() completes" in script
+    check_standalone(script)
+
+
+@pytest.mark.slow
+def test_a_race_runs_its_resumes_in_child_processes(tmp_path):
+    recorded, script = report(RACE, tmp_path, runs=0)
+    assert recorded["checked"] and recorded["lines"] <= 120, script
+    assert script.count(".resume('a')") == 2 and "race(racer_1, racer_2)" in script
+    check_standalone(script)
+
+
+@pytest.mark.slow
+def test_what_crewai_gets_right_exits_0(tmp_path):
+    """Start and resume with 'a', recorded as if the resume had fired nothing: the script sees
+    task 1 fire with 'a', which the contract allows, so it exits 0."""
+    trace = json.loads(RACE.read_text())
+    resume = {"op": "resume", "thread": "t0", "crash": None, "bad_output": None, "value": "a",
+              "gate": None}
+    wrong = dict(trace["observations"][1], outcome="completed", effects=[])
+    trace.update(operations=[trace["operations"][0], resume],
+                 observations=[trace["observations"][0], wrong])
+    trace["finding"] = dict(trace["finding"], category="Unclassified", step=1)
+    trace["finding"].pop("script", None)
+    recorded, script = report(RACE, tmp_path, doc=trace)
+    assert recorded["checked"] and recorded["reproduced"] == 0, script
+    assert recorded["lines"] <= 60, script
+    check_standalone(script)
+
