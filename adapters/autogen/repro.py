@@ -252,6 +252,19 @@ def read_state(thread):
 # -- composing it ----------------------------------------------------------------------------------
 
 
+def build_chain_team():
+    """GraphFlow t1 -> t2 -> ... when no task is a gate: what each GraphFlow shape above builds
+    then (no loop-back, no asking agent, no termination condition), in the script's fewest
+    lines."""
+    builder = DiGraphBuilder()
+    for t in range(1, N + 1):
+        builder.add_node(Task(t))
+    for t in range(1, N):
+        builder.add_edge(f"t{t}", f"t{t + 1}")
+    builder.set_entry_point("t1")
+    return GraphFlow(builder.get_participants(), graph=builder.build(), max_turns=MAX_TURNS)
+
+
 BUILDERS = {"loop": build_loop_team, "loopany": build_loopany_team, "split": build_split_team,
             "handoff": build_handoff_team}
 
@@ -315,9 +328,24 @@ def reproduction(variant, workflow, evidence) -> str | None:
     shape = options["gate"]
     if not (shape in ("loop", "loopany") and workflow.n in workflow.gates):
         agent = _without(agent, 'if self.kind == "end"', extra=1)  # no end node
-    if shape != "handoff":
+    build = BUILDERS[shape]
+    if not workflow.gates and shape != "handoff":  # nothing asks: a chain, tasks that never ask
+        build = build_chain_team
+        agent = _without(agent, "said = str(")
+        agent = _without(agent, 'if self.kind == "ask" or', extra=1)
+        agent = "\n".join("        value = None" if line.lstrip().startswith("value = said.")
+                          else line for line in agent.splitlines())
+    if shape != "handoff":  # no SwarmTask overrides ask/reply: say it inline
+        agent = agent.replace("self.ask(f\"__INTERRUPT__ t{self.t}\")",
+                              "TextMessage(content=f\"__INTERRUPT__ t{self.t}\", source=self.name)")
+        agent = agent.replace("return self.reply(", "return Response(chat_message=")
+        agent = _without(_without(agent, "def ask(self, text):", extra=1),
+                         "def reply(self, message):", extra=1)
         agent = agent.replace(", handoff_to=None", "").replace(", self.handoff_to", "").replace(
             ", handoff_to", "").replace(", TextMessage, HandoffMessage)", ", TextMessage)")
+    if build is build_chain_team:  # every task is a plain task: no kind to tell
+        agent = agent.replace(', kind="task"', "").replace("self.t, self.kind = t, kind",
+                                                           "self.t = t")
     loads = "load(" in every or check.aspect == "state"
     store = [save_sqlite, *([load_sqlite] if loads else [])] if sqlite_store else [
         save_json, *([load_json] if loads else [])]
@@ -325,14 +353,16 @@ def reproduction(variant, workflow, evidence) -> str | None:
         store.append(overwrite_sqlite)
     # The builder and the store's functions under the names the calls use (build_team, save,
     # load, overwrite): one definition each, no alias lines.
-    named = {BUILDERS[shape]: "build_team", store[0]: "save",
+    named = {build: "build_team", store[0]: "save",
              **({store[1]: "load"} if loads else {}),
              **({overwrite_sqlite: "overwrite"} if overwrite_sqlite in store else {})}
     parts = [_source(TaskOutput), agent, *([_source(SwarmTask)] if shape == "handoff" else []),
-             _source(asks), *(source_as(f, name) for f, name in named.items()),
+             *(source_as(f, name) for f, name in named.items()),
              _source(*([rewrite] if "rewrite(" in every else []),
                      *([outcome] if check.aspect == "outcome" else []),
                      *([read_state] if check.aspect == "state" else []))]
+    if "asks(" in "\n".join(parts) + every:  # what tells an asking message (not in a chain)
+        parts.insert(-1 - len(named), _source(asks))
     glue = [*(["logging.getLogger('autogen_core').setLevel(logging.CRITICAL)  # it logs each crash"]
               if any(s.crash for s in steps) else []),
             *(["overwrite = save  # the JSON store holds one state per run"]
@@ -346,13 +376,14 @@ def reproduction(variant, workflow, evidence) -> str | None:
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     messages = sorted({m for m in ("HandoffMessage", "StructuredMessage", "TextMessage")
                        if m in "\n".join(parts) + every})
-    conditions = {"loop": "TextMentionTermination", "loopany": "TextMentionTermination",
-                  "split": "TextMentionTermination",
-                  "handoff": "HandoffTermination, SourceMatchTermination"}[shape]
+    conditions = None if build is build_chain_team else {
+        "loop": "TextMentionTermination", "loopany": "TextMentionTermination",
+        "split": "TextMentionTermination",
+        "handoff": "HandoffTermination, SourceMatchTermination"}[shape]
     imports = ("from pydantic import BaseModel",
                "from autogen_agentchat.agents import BaseChatAgent",
                "from autogen_agentchat.base import Response",
-               f"from autogen_agentchat.conditions import {conditions}",
+               *([f"from autogen_agentchat.conditions import {conditions}"] if conditions else []),
                f"from autogen_agentchat.messages import {', '.join(messages)}",
                "from autogen_agentchat.teams import "
                + ("Swarm" if shape == "handoff" else "DiGraphBuilder, GraphFlow"))

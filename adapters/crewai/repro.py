@@ -364,7 +364,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     glue = [*([f"BARRIER = multiprocessing.Barrier({max(len(s.racers) for s in steps)})"
                "  # racers wait here until all have read"] if forced else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if body is not task_body else []),
+              if body is not task_body and steps[0].bad_output is None else []),
             flow_class(workflow, backend == "persist", body.__name__),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
               if "persistence" in text or read_state in readers else []),

@@ -261,7 +261,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     build = build_graph if options["api"] == "graph" else build_entrypoint
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if body is not task_body else []),
+              if body is not task_body and steps[0].bad_output is None else []),
             *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
               if forced else []),
             *(["DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables"]

@@ -224,7 +224,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
               ["MEMORY = {}", f"PERSISTENCE = {'Full' if backend == 'full' else 'Simple'}StatePersistence"])
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if instrumented else []),
+              if instrumented and steps[0].bad_output is None else []),
             *shape_glue(options["shape"], workflow.n), *memory]
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)

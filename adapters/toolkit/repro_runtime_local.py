@@ -1,9 +1,15 @@
-"""The effect log of a reproduction script that never kills a process: a list in memory.
+"""The smaller runtime of a script that needs less: same names, fewer lines.
 
-Same names as in ``repro_runtime`` (``effect``, ``effects``), so a workflow definition works
-with either; a script with a SIGKILL takes the SQLite log of ``repro_runtime`` instead, which
-survives the process.
+- The effect log of a script that never kills a process: a list in memory.  Same names as in
+  ``repro_runtime`` (``effect``, ``effects``), so a workflow definition works with either; a
+  script with a SIGKILL takes the SQLite log of ``repro_runtime`` instead, which survives the
+  process.
+- ``observe`` for a script with no crash point, and ``crash_point`` for one whose crash points
+  all raise at a task's own moment (no SIGKILL, no "after it completed", which ``repro_runtime``'s
+  handles by dying when the next task starts): a step sets ``CRASH = (task, moment)`` itself.
 """
+
+from .repro_runtime import CRASH, Crash  # noqa: F401  (what crash_point reads, for linters)
 
 EFFECTS = []
 
@@ -14,3 +20,22 @@ def effect(task, value):
 
 
 effects = EFFECTS.copy  # every effect fired so far, in order, as ``(task, value)``
+
+
+def observe(call):
+    """Run ``call()``, which returns the run's outcome; return it and the effects fired."""
+    before = len(effects())
+    try:
+        status = call()
+    except (NameError, ImportError):  # a mistake in this script, not the framework's answer
+        raise
+    except Exception as exc:  # the framework refused
+        status = "rejected"
+        print(f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return status, effects()[before:]
+
+
+def crash_point(task, moment):
+    """Raise ``Crash`` if the current call fails at ``(task, moment)`` (``CRASH``)."""
+    if CRASH == (task, moment):
+        raise Crash(f"task {task} fails {moment}")

@@ -102,12 +102,16 @@ class Script:
             imports.add("sqlite3")
         else:
             names += ["local:EFFECTS", "local:effect", "local:effects"]
-        names += ["observe"] if raced or any(map(self._observes, self.steps)) else []
+        crashing = bool(crashes) or "crash_point(" in self.workflow_src
+        if raced or any(map(self._observes, self.steps)):
+            names += ["observe" if crashing else "local:observe"]
         names += ["verdict"]
-        if crashes or "crash_point(" in self.workflow_src:
+        if crashing and self._raising_only():
+            names += ["CRASH", "Crash", "local:crash_point"]
+        elif crashing:
             names += ["CRASH", "Crash", "crash_point"]
             imports |= {"os", "signal"}
-        if crashes:
+        if crashes and not self._raising_only():
             names.append("observe_crashing")
         if self.isolated or any(c[2] == "sigkill" for c in crashes):
             names.append("in_child")
@@ -123,6 +127,14 @@ class Script:
         body += [f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
         body += self._check()
         return "\n".join(body).rstrip() + "\n"
+
+    def _raising_only(self) -> bool:
+        """Do all crash points raise at a task's own moment (no SIGKILL, no "after it
+        completed")?  Then the script takes the three-line ``crash_point`` and a step sets
+        ``CRASH`` around its call, with no ``observe_crashing``."""
+        return not self.isolated and all(
+            s.crash[2] == "exception" and s.crash[1] != "after_commit"
+            for s in self.steps if s.crash)
 
     def _step(self, i: int, step: Step) -> list:
         if step.bad_output is None:
@@ -176,6 +188,8 @@ class Script:
         call = (f"lambda: asyncio.run(step_{i}())" if self.asynchronous else
                 f"lambda: contextvars.copy_context().run(step_{i})" if self.fresh_context
                 else f"step_{i}")
+        if crash and self._raising_only():
+            return lines + [f"CRASH = {spot[:2]!r}", f"{target}observe({call})", "CRASH = None"]
         run = f"observe_crashing({call}, {crash})" if crash else f"observe({call})"
         lines.append(target + run)
         return lines

@@ -85,7 +85,10 @@ def test_script_exits_1_when_the_defect_shows_and_0_when_not(tmp_path, forgetful
 
 def test_an_exception_crash_point_is_observed_as_crashed(tmp_path):
     source = compose(False, crash=(1, "before_effect", "exception"), aspect="outcome")
-    assert "observe_crashing(step_2, (1, 'before its effect', 'exception'))" in source
+    # Every crash point raises at a task's own moment: the three-line crash_point, set by
+    # the step itself, and no observe_crashing.
+    assert "CRASH = (1, 'before its effect')\nstatus, fired = observe(step_2)\nCRASH = None" in source
+    assert "observe_crashing" not in source and "os.kill" not in source
     proc = run(source, tmp_path)
     # Task 1 already ran in the first call: the crash point is never reached, the run completes.
     assert proc.returncode == 0, proc.stdout + proc.stderr
