@@ -151,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
                         "entry that already has a rate gets the two pooled (k and n summed)")
     p.add_argument("--update", action="store_true",
                    help="record in each entry the status this replay found (FIXED, FAILED, "
-                        "CHANGED), as the nightly run does; ERROR leaves an entry as it was")
+                        "CHANGED), as the nightly run does; ERROR, or a CHANGED at an earlier "
+                        "step than the recorded finding (it never got there), leaves an entry "
+                        "as it was")
     p.add_argument("--relabel", action="store_true",
                    help="rewrite each entry that came back CHANGED under the category found now "
                         "(the most frequent among its trials, with its rate when not every trial "
@@ -421,7 +423,8 @@ def _replay(args) -> int:
 
 
 def _replay_all(args, paths, replayer, results) -> None:
-    from .replay import summarize
+    from .replay import reached, summarize
+    from .trace import load_trace
 
     for path in paths:
         trials = [replayer.replay(path) for _ in range(args.trials)]
@@ -429,8 +432,11 @@ def _replay_all(args, paths, replayer, results) -> None:
         result = summarize(trials)  # FAILED if any trial failed; the rate of each status
         if args.trials > 1 and args.mark_timing:
             _mark_timing(path, statuses)
-        if args.update and result.status != "ERROR":
-            _record_status(path, result.status, statuses)
+        if args.update:  # only from trials that reached the finding (``replay.reached``)
+            entry = load_trace(path)
+            evidence = [t for t in trials if reached(entry, t.status, t.step)]
+            if evidence:
+                _record_status(path, summarize(evidence).status, [t.status for t in evidence])
         if args.relabel:
             _relabel(path, trials, result)
         results.append(result)

@@ -198,6 +198,20 @@ def inexpressible(op, caps) -> str | None:
     return None
 
 
+def reached(trace, status: str, step: int | None) -> bool:
+    """Does a replay that ended with ``status``, diverging at ``step``, say anything about the
+    entry ``trace``'s finding?  Not when it could not be judged (``ERROR``), nor when it diverged
+    at an earlier step than the recorded one (``CHANGED`` there): the run never got to the
+    finding, taken elsewhere first by some other, timing-dependent behaviour (CrewAI's
+    checkpoint writes racing each other).  ``replay --update`` records nothing from such a
+    replay, and the corpus regression test runs another in its place."""
+    if status == "ERROR":
+        return False
+    recorded = trace.finding.step if trace.finding else None
+    return not (status == "CHANGED" and recorded is not None and step is not None
+                and step < recorded)
+
+
 def summarize(trials: list[ReplayResult]) -> ReplayResult:
     """One entry's result over several trials, with the rate of each status.
 

@@ -41,6 +41,7 @@ import pytest
 
 from fuzz.corpus import FALSE_ALARM, MAX_TRIALS, entries, replays_for, trials_for
 from fuzz.errors import ResumefuzzError
+from fuzz.replay import reached as replay_reached
 from fuzz.targets import known_targets, prepare, resolve_registered
 from fuzz.trace import load_trace
 
@@ -182,15 +183,9 @@ if SELECTED:
 
 
 def reached(trace, result: dict) -> bool:
-    """Does this replay say anything about the entry's finding?  Not when it could not be judged
-    (``ERROR``: the reason is in its detail), nor when it diverged at an earlier step than the
-    recorded one (``CHANGED`` there): the run never got to the finding, taken elsewhere first by
-    some other, timing-dependent behaviour (CrewAI's checkpoint writes racing each other)."""
-    if result["status"] == "ERROR":
-        return False
-    step = trace.finding.step if trace.finding else None
-    return not (result["status"] == "CHANGED" and step is not None
-                and result.get("step") is not None and result["step"] < step)
+    """Does this replay (``replay --json``) say anything about the entry's finding?
+    (``fuzz.replay.reached``: not an ``ERROR``, nor a ``CHANGED`` before the recorded step.)"""
+    return replay_reached(trace, result["status"], result.get("step"))
 
 
 def check_replays(trace, name: str, results: list, again) -> None:

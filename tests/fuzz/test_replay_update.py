@@ -1,0 +1,56 @@
+"""``replay --update`` records only what reached the finding (``fuzz.replay.reached``): a replay
+that diverged at an earlier step than the recorded one never got there, and says nothing."""
+
+from argparse import Namespace
+
+import pytest
+
+from fuzz.cli import _replay_all
+from fuzz.replay import ReplayResult, reached
+from fuzz.trace import Finding, Trace, dump_trace, load_trace
+from refmodel import Resume, Start, Workflow
+
+WF = Workflow(2, {1}, ("a", "b"))
+
+
+def entry(tmp_path):
+    path = tmp_path / "e.json"
+    ops = (Start("t0"), Resume("t0", value="a"), Resume("t0", value="b"))
+    dump_trace(Trace(WF, ops, finding=Finding("DoubleConsume", "CO", 2, "why"), status="FAILED"),
+               path)
+    return path
+
+
+class Scripted:
+    def __init__(self, *results):
+        self.results = list(results)
+
+    def replay(self, path):
+        status, step = self.results.pop(0)
+        return ReplayResult(str(path), status, "DoubleConsume", None, "", step=step)
+
+
+def update(path, *results):
+    args = Namespace(trials=len(results), mark_timing=False, update=True, relabel=False)
+    _replay_all(args, [path], Scripted(*results), [])
+    return load_trace(path).status
+
+
+@pytest.mark.parametrize("status, step, counts", [
+    ("ERROR", None, False), ("CHANGED", 1, False), ("CHANGED", 2, True), ("CHANGED", 3, True),
+    ("FIXED", None, True), ("FAILED", 2, True)])
+def test_reached(tmp_path, status, step, counts):
+    assert reached(load_trace(entry(tmp_path)), status, step) is counts
+
+
+def test_an_early_divergence_is_not_recorded(tmp_path):
+    path = entry(tmp_path)
+    assert update(path, ("CHANGED", 1)) == "FAILED"
+    assert update(path, ("CHANGED", 0), ("ERROR", None)) == "FAILED"
+
+
+def test_a_change_at_the_finding_is_recorded_and_an_early_one_is_left_out(tmp_path):
+    path = entry(tmp_path)
+    assert update(path, ("CHANGED", 1), ("FIXED", None)) == "FIXED"
+    path = entry(tmp_path)
+    assert update(path, ("CHANGED", 2)) == "CHANGED"
