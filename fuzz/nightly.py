@@ -5,8 +5,10 @@
    process forked from this one (the framework is imported once, here).
 2. Every corpus entry whose target is installed is replayed (a timing-dependent one in
    ``corpus.replays_for`` trials, unchanged while its status comes up in any).  An entry whose
-   status differs from the one it recorded is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it now
-   diverges differently) and its recorded status is updated, so the change shows up as a diff.
+   status differs from the one it recorded, in a replay that reached its finding
+   (``replay.reached``), is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it
+   now diverges differently) and its recorded status is updated, so the change shows up as a
+   diff.
 3. Redundant entries are removed with their reports (``corpus.duplicates``: one failing entry
    per variant, category, verdict and mechanism), so that nightly campaigns that find a known
    defect again do not pile up entries that CI replays and maintainers read for nothing.
@@ -30,7 +32,7 @@ from . import corpus, evidence, matrix
 from .campaign import CampaignOptions, fuzz_variant
 from .errors import TargetUnavailable
 from .internal import lifetime
-from .replay import Replayer
+from .replay import Replayer, reached
 from .targets import FRAMEWORKS, prepare, resolve
 from .trace import dump_trace, load_trace
 
@@ -202,10 +204,14 @@ def _replay_corpus(adapters, options: NightlyOptions, summary: NightlySummary, l
         recorded = trace.status or "FAILED"
         # A timing-dependent entry is judged on its trials: unchanged while its recorded status
         # comes up in any of them (as in the corpus regression test).
+        # A replay that never reached the finding (``replay.reached``: an ERROR, or a CHANGED
+        # before the recorded step) is shown but never recorded.
         results = [replayer.replay(path) for _ in range(corpus.replays_for(trace))]
-        result = next((r for r in results if r.status == recorded), results[-1])
+        evidence = [r for r in results if reached(trace, r.status, r.step)]
+        result = next((r for r in evidence if r.status == recorded),
+                      evidence[-1] if evidence else results[-1])
         summary.replays.append(result.to_json())
-        if result.status in ("FIXED", "CHANGED", "FAILED") and result.status != recorded:
+        if evidence and result.status in ("FIXED", "CHANGED", "FAILED") and result.status != recorded:
             summary.changed.append({"path": str(path), "was": recorded, "now": result.status,
                                     "detail": result.detail})
             dump_trace(trace.with_(status=result.status), path)

@@ -104,6 +104,30 @@ def test_nightly_flags_an_entry_a_release_fixed(nightly_copy):
     assert json.loads(fixed.read_text())["status"] == "FIXED"
 
 
+def test_nightly_does_not_record_a_replay_that_never_reached_the_finding(nightly_copy,
+                                                                          monkeypatch):
+    # Every replay diverges at step 0, before the recorded finding (taken elsewhere by some
+    # timing-dependent behaviour): no evidence about the finding, so its status stays.
+    import fuzz.nightly
+    from fuzz.replay import ReplayResult
+
+    class EarlyDivergence:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def replay(self, path):
+            return ReplayResult(str(path), "CHANGED", "Replay", "Stuck", "step 1: other", step=0)
+
+    monkeypatch.setattr(fuzz.nightly, "Replayer", EarlyDivergence)
+    entry = next((nightly_copy / "corpus" / "mutant_Replay").rglob("*.json"))
+    assert json.loads(entry.read_text())["finding"]["step"] > 0
+    summary = run_nightly(NightlyOptions(targets=["mutant:Replay"], max_examples=5, seed=1,
+                                         profile="ci"), log=lambda line: None)
+    assert summary.changed == []
+    assert json.loads(entry.read_text())["status"] == "FAILED"
+    assert {r["status"] for r in summary.replays} == {"CHANGED"}  # shown, not recorded
+
+
 def test_nightly_removes_an_entry_another_one_makes_redundant(nightly_copy):
     # A second campaign found the known defect again with a longer trace: the nightly run keeps
     # the shorter entry and removes the longer one with its report.
