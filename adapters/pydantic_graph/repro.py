@@ -192,6 +192,16 @@ def racer_calls(options: dict, op) -> list:
     return [line for value in op.values for line in one(value)]
 
 
+def _gateless(body: str) -> str:
+    """A task body for a workflow without gates: no answer to read or record."""
+    lines = []
+    for line in body.splitlines():
+        if line.strip() in ("if value is not None:", "state.answers[t] = value"):
+            continue
+        lines.append(line.replace("value = answer if t in GATES else None", "value = None"))
+    return "\n".join(lines)
+
+
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
@@ -246,7 +256,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         imports=tuple(imports),
         # The body the steps need, under the one name the nodes call.
         workflow_src="\n".join([_source(State),
-                                 source_as(body, "task_body"),
+                                 _gateless(source_as(body, "task_body"))
+                                 if not workflow.gates else source_as(body, "task_body"),
                                  _source(Task if single else task_class, saver,
                                          *([drive] if any("drive(" in c for st in steps
                                                           for c in st.calls) else []),
