@@ -434,9 +434,9 @@ def _replay_all(args, paths, replayer, results) -> None:
             _mark_timing(path, statuses)
         if args.update:  # only from trials that reached the finding (``replay.reached``)
             entry = load_trace(path)
-            evidence = [t for t in trials if reached(entry, t.status, t.step)]
-            if evidence:
-                _record_status(path, summarize(evidence).status, [t.status for t in evidence])
+            reaching = [t for t in trials if reached(entry, t.status, t.step)]
+            if reaching:
+                _record_status(path, summarize(reaching).status, [t.status for t in reaching])
         if args.relabel:
             _relabel(path, trials, result)
         results.append(result)

@@ -203,15 +203,15 @@ def _replay_corpus(adapters, options: NightlyOptions, summary: NightlySummary, l
             continue  # its framework is not installed here: its own nightly job replays it
         recorded = trace.status or "FAILED"
         # A timing-dependent entry is judged on its trials: unchanged while its recorded status
-        # comes up in any of them (as in the corpus regression test).
-        # A replay that never reached the finding (``replay.reached``: an ERROR, or a CHANGED
-        # before the recorded step) is shown but never recorded.
+        # comes up in any of them (as in the corpus regression test).  A replay that never
+        # reached the finding (``replay.reached``: an ERROR, or a CHANGED before the recorded
+        # step) is shown but never recorded.
         results = [replayer.replay(path) for _ in range(corpus.replays_for(trace))]
-        evidence = [r for r in results if reached(trace, r.status, r.step)]
-        result = next((r for r in evidence if r.status == recorded),
-                      evidence[-1] if evidence else results[-1])
+        reaching = [r for r in results if reached(trace, r.status, r.step)]
+        result = next((r for r in reaching if r.status == recorded),
+                      reaching[-1] if reaching else results[-1])
         summary.replays.append(result.to_json())
-        if evidence and result.status in ("FIXED", "CHANGED", "FAILED") and result.status != recorded:
+        if reaching and result.status != recorded:  # never an ERROR: those never reach
             summary.changed.append({"path": str(path), "was": recorded, "now": result.status,
                                     "detail": result.detail})
             dump_trace(trace.with_(status=result.status), path)
