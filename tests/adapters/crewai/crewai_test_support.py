@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import signal
 import sys
 from pathlib import Path
 
@@ -53,13 +54,18 @@ class Harness:
         self.seq += 1
         branch = getattr(op, "new_thread", "") or op.thread
         hooks = EngineHooks(op, seq=self.seq, branch=branch, ledger=self.ledger)
+        previous = signal.signal(signal.SIGALRM, _hung)
+        signal.alarm(HANG_SECONDS)
         try:
             outcome = self.case.run(op, hooks)
             hooks.run_returned()
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, FrameworkHang):
             raise
         except BaseException as exc:  # noqa: BLE001 - the tests look at what was raised
             outcome = exc
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
         skip_if_framework_race(outcome)
         return outcome, self.ledger.rows(self.seq)
 
@@ -81,6 +87,24 @@ class FrameworkRace(Exception):
     ``PanicException`` (a BaseException) escapes the writer's ``except Exception`` into
     ``kickoff`` (about 1 run in 25 under load).  That is the framework's behaviour, which the
     fuzzer reports; a machinery test hit by it is run again on a fresh case (``retry_race``)."""
+
+
+class FrameworkHang(FrameworkRace):
+    """A call that never returned.  Seen once in CI's crewai run (``checkpoint-sqlite-kickoff``,
+    a fork's ``Flow.resume``): two of the event bus's pool threads sat in
+    ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
+    ``resume``'s event loop waited for ever (py-spy dump in docs/frameworks/crewai.md).  The
+    engine's workers turn that into a ``stuck`` observation after the op timeout; these tests
+    drive the case in process, so a watchdog (``SIGALRM``, main thread) ends the call and the
+    test runs again on a fresh case, like a panic of the writer."""
+
+
+HANG_SECONDS = 90  # an op here takes well under 5 s; CI under load, under 20
+
+
+def _hung(signum, frame):
+    raise FrameworkHang(f"the call did not return within {HANG_SECONDS} s (CrewAI's "
+                        "checkpoint writers hung)")
 
 
 def skip_if_framework_race(outcome) -> None:

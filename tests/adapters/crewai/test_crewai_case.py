@@ -216,3 +216,31 @@ def test_tamper_forged_pending_adds_a_pending_row_for_a_gate_not_asked(harness, 
     assert h.case.query("t0").pending is None  # task 2 saved, gate 3 not asked
     h.case.tamper("t0", "forged", "pending")
     assert h.case.query("t0").pending == 3
+
+
+def test_a_call_that_never_returns_is_a_framework_hang_run_again(monkeypatch, tmp_path):
+    """The in-process harness ends a call CrewAI never returns from (its checkpoint writers hung)
+    and the test runs again on a fresh case, ``ATTEMPTS`` times, then fails: never a pass."""
+    import threading
+
+    import crewai_test_support as support
+
+    monkeypatch.setattr(support, "HANG_SECONDS", 1)
+
+    class Hanging:
+        def run(self, op, hooks):
+            threading.Event().wait()  # blocks until the watchdog's signal interrupts it
+
+    attempts = []
+
+    @support.retry_race
+    def machinery_test():
+        harness = support.Harness.__new__(support.Harness)
+        harness.case, harness.seq = Hanging(), 0
+        harness.ledger = support.thread_safe_ledger(tmp_path / f"ledger-{len(attempts)}.sqlite")
+        attempts.append(harness)
+        harness.do(Start("t0"))
+
+    with pytest.raises(support.FrameworkHang, match="did not return within 1 s"):
+        machinery_test()
+    assert len(attempts) == support.ATTEMPTS
