@@ -8,13 +8,14 @@ need worker processes (``fuzz.runner.Session``).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .internal.hooks import EngineHooks
 from .internal.ledger import Ledger
 from .internal.worker import injected
 
-__all__ = ["InProcessCase", "injected"]
+__all__ = ["InProcessCase", "allowed_resume_trace", "check_standalone", "injected"]
 
 
 class InProcessCase:
@@ -68,3 +69,22 @@ def allowed_resume_trace(trace):
     return trace.with_(workflow=wf, operations=(Start("t0"), Resume("t0", value="a")),
                        observations=(start, wrong),
                        finding=replace(trace.finding, category="Unclassified", step=1))
+
+
+# Our vocabulary, which a reproduction script must not carry below its docstring: thread ids,
+# words of the engine.  Each adapter's test adds its own (its case's internal names).
+HARNESS_WORDS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight")
+
+
+def check_standalone(script: str, also=(), *, as_words: bool = False) -> None:
+    """Assert that ``script`` is standalone and in the framework's terms: below its docstring
+    none of ``HARNESS_WORDS`` or ``also`` (as substrings, or as whole words with ``as_words``:
+    "multiprocessing" holds "tip"), and no import of resumefuzz's packages or of Hypothesis."""
+    body = script.split('"""', 2)[2]
+    for word in (*HARNESS_WORDS, *also):
+        if as_words:
+            assert not re.search(rf"(?<!\w){re.escape(word)}(?!\w)", body), word
+        else:
+            assert word not in body, word
+    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
+        assert f"import {module}" not in script and f"from {module}" not in script

@@ -49,6 +49,7 @@ from adapters.toolkit.script import (
     step_of,
     thread_label,
     without_docstring,
+    without_lines,
 )
 
 from .statefmt import rewrite
@@ -273,19 +274,6 @@ def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def _without(source: str, marker: str, extra: int = 0) -> str:
-    """``source`` without each line containing ``marker`` (and the ``extra`` lines after it)."""
-    lines, out, skip = source.splitlines(), [], 0
-    for line in lines:
-        if skip:
-            skip -= 1
-        elif marker in line:
-            skip = extra
-        else:
-            out.append(line)
-    return "\n".join(out)
-
-
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
@@ -322,24 +310,24 @@ def reproduction(variant, workflow, evidence) -> str | None:
     every = "\n".join(c for s in steps for c in s.calls)
     agent = _source(Task)
     if not any(s.crash for s in steps):
-        agent = _without(agent, "crash_point(")
+        agent = without_lines(agent, "crash_point(")
     if not any(s.bad_output is not None for s in steps):
-        agent = _without(agent, "if self.t == BAD_OUTPUT", extra=1)
+        agent = without_lines(agent, "if self.t == BAD_OUTPUT", extra=1)
     shape = options["gate"]
     if not (shape in ("loop", "loopany") and workflow.n in workflow.gates):
-        agent = _without(agent, 'if self.kind == "end"', extra=1)  # no end node
+        agent = without_lines(agent, 'if self.kind == "end"', extra=1)  # no end node
     build = BUILDERS[shape]
     if not workflow.gates and shape != "handoff":  # nothing asks: a chain, tasks that never ask
         build = build_chain_team
-        agent = _without(agent, "said = str(")
-        agent = _without(agent, 'if self.kind == "ask" or', extra=1)
+        agent = without_lines(agent, "said = str(")
+        agent = without_lines(agent, 'if self.kind == "ask" or', extra=1)
         agent = "\n".join("        value = None" if line.lstrip().startswith("value = said.")
                           else line for line in agent.splitlines())
     if shape != "handoff":  # no SwarmTask overrides ask/reply: say it inline
         agent = agent.replace("self.ask(f\"__INTERRUPT__ t{self.t}\")",
                               "TextMessage(content=f\"__INTERRUPT__ t{self.t}\", source=self.name)")
         agent = agent.replace("return self.reply(", "return Response(chat_message=")
-        agent = _without(_without(agent, "def ask(self, text):", extra=1),
+        agent = without_lines(without_lines(agent, "def ask(self, text):", extra=1),
                          "def reply(self, message):", extra=1)
         agent = agent.replace(", handoff_to=None", "").replace(", self.handoff_to", "").replace(
             ", handoff_to", "").replace(", TextMessage, HandoffMessage)", ", TextMessage)")

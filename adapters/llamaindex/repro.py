@@ -38,6 +38,7 @@ from adapters.toolkit.script import (
     step_of,
     thread_label,
     without_docstring,
+    without_lines,
 )
 
 BAD_OUTPUT, EVERY_STEP = None, False  # the script's own lines set these
@@ -182,7 +183,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     bad = any(s.bad_output is not None for s in steps)
     body = _source(task_body)
     if not crashes:
-        body = "\n".join(line for line in body.splitlines() if "crash_point(" not in line)
+        body = without_lines(body, "crash_point(")
     if not bad:
         body = body.replace('"<bad>" if t == BAD_OUTPUT else t', "t")
     every_step = options["snapshot"] == "step"

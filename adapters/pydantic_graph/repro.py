@@ -41,6 +41,7 @@ from adapters.toolkit.script import (
     step_of,
     thread_label,
     without_docstring,
+    without_lines,
 )
 
 N, GATES, BAD_OUTPUT, PERSISTENCE = 2, {1}, None, None  # the script's glue sets these
@@ -194,12 +195,8 @@ def racer_calls(options: dict, op) -> list:
 
 def _gateless(body: str) -> str:
     """A task body for a workflow without gates: no answer to read or record."""
-    lines = []
-    for line in body.splitlines():
-        if line.strip() in ("if value is not None:", "state.answers[t] = value"):
-            continue
-        lines.append(line.replace("value = answer if t in GATES else None", "value = None"))
-    return "\n".join(lines)
+    body = without_lines(body, "if value is not None:", extra=1)
+    return body.replace("value = answer if t in GATES else None", "value = None")
 
 
 def reproduction(variant, workflow, evidence) -> str | None:

@@ -280,6 +280,20 @@ def without_docstring(source: str) -> str:
     return "\n".join(rest).rstrip()
 
 
+def without_lines(source: str, marker: str, extra: int = 0) -> str:
+    """``source`` without each line containing ``marker`` (and the ``extra`` lines after it): an
+    adapter trims its pasted definitions of what a trace does not use."""
+    lines, out, skip = source.splitlines(), [], 0
+    for line in lines:
+        if skip:
+            skip -= 1
+        elif marker in line:
+            skip = extra
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def looped(calls: list) -> list:
     """Runs of the same two lines (a run() and its save, again and again) as one ``for`` loop."""
     out, i = [], 0

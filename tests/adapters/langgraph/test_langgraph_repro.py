@@ -4,13 +4,13 @@ LangGraph's terms, standalone, and their exit status is the verdict: 1 on a know
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from fuzz import reprocheck
+from fuzz.testing import check_standalone
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
@@ -19,15 +19,7 @@ CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
 FORK_IGNORED = next(p for p in sorted((CORPUS / "sqlite-graph-sync-head-command").glob(
     "ForkIgnore-*.json")) if load_trace(p).status == "FAILED")
 KILLED = CORPUS / "sqlite-func-exit-head-update" / "StateMismatch-b8bd2ba31656.json"
-HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "rf_branch")
-
-
-def check_standalone(script: str) -> None:
-    body = script.split('"""', 2)[2]
-    for word in HARNESS:  # as words: "multiprocessing" holds "tip"
-        assert not re.search(rf"(?<!\w){re.escape(word)}(?!\w)", body), word
-    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
-        assert f"import {module}" not in script and f"from {module}" not in script
+HARNESS = ('rf_branch',)  # and fuzz.testing.HARNESS_WORDS
 
 
 def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
@@ -35,7 +27,7 @@ def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert repro.lines <= 60, repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS, as_words=True)
     assert "graph.invoke(Command(resume=" in repro.script
     assert "# Expected: task 1 ran with '" in repro.script
 
@@ -46,7 +38,7 @@ def test_repro_with_a_sigkill_exits_1(adapter, variant):
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
     assert "in_child(step_1" in repro.script and "os.kill(os.getpid(), signal.SIGKILL)" in repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS, as_words=True)
 
 
 def test_repro_of_what_langgraph_gets_right_exits_0(adapter, variant):
@@ -63,7 +55,7 @@ def test_repro_of_what_langgraph_gets_right_exits_0(adapter, variant):
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "no defect" in repro.outputs[0]
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS, as_words=True)
 
 
 @pytest.mark.parametrize("name", ["postgres-graph-sync-head-update"])
@@ -86,7 +78,7 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.lines <= 120, repro.script
     assert "race(racer_1, racer_2)" in repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS, as_words=True)
     # Unforced, the race is timing-dependent: the run is counted, whatever it showed.
     assert repro.reproduces is not None and repro.reproduces[1] == 1
 
@@ -107,4 +99,4 @@ def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, fol
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert needle in repro.script and repro.lines <= 120, repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS, as_words=True)

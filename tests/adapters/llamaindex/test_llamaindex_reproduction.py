@@ -7,23 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import reprocheck
-from fuzz.testing import allowed_resume_trace
+from fuzz.testing import allowed_resume_trace, check_standalone
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "llamaindex"
 BAD_OUTPUT = CORPUS / "core-event-idle" / "InvalidPersist-fb660b0688d5.json"
 RACE = CORPUS / "core-wait-idle" / "LostUpdate-d58cac3f2ad9.json"
 CRASH = CORPUS / "core-wait-idle" / "StateMismatch-a6a32f1dd824.json"
-HARNESS = ("'t0'", "'f1'", "tip", "after_commit", "before_effect", "in_flight", "hooks",
-           "CrashInjected", "_resumefuzz", "RunSlot")
-
-
-def check_standalone(script: str) -> None:
-    body = script.split('"""', 2)[2]
-    for word in HARNESS:
-        assert word not in body, word
-    for module in ("refmodel", "fuzz", "adapters", "resumefuzz", "hypothesis"):
-        assert f"import {module}" not in script and f"from {module}" not in script
+HARNESS = ('hooks', 'CrashInjected', '_resumefuzz', 'RunSlot')  # and fuzz.testing.HARNESS_WORDS
 
 
 def reproduce(adapter, trace, runs=1):
@@ -37,7 +28,7 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter):
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
     assert 'state.done = [*state.done, "<bad>" if t == BAD_OUTPUT else t]' in repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS)
 
 
 def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
@@ -46,14 +37,14 @@ def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
     script = repro.script
     assert script.index("restored_2 = Context.from_dict(wf, load('run-1'))") < script.index(
         "handler = wf.run(ctx=restored_1)")
-    check_standalone(script)
+    check_standalone(script, HARNESS)
 
 
 def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     repro = reproduce(adapter, load_trace(CRASH))
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert "verdict('stored state', read_state('branch-1'), " in repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS)
 
 
 def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):
@@ -63,4 +54,4 @@ def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):
     repro = reproduce(adapter, trace)
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "handler.ctx.send_event(Ans1(response='a'))" in repro.script
-    check_standalone(repro.script)
+    check_standalone(repro.script, HARNESS)
