@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from adapters.protocol import Workflow
@@ -55,7 +56,13 @@ class Harness:
         branch = getattr(op, "new_thread", "") or op.thread
         hooks = EngineHooks(op, seq=self.seq, branch=branch, ledger=self.ledger)
         previous = signal.signal(signal.SIGALRM, _hung)
-        signal.alarm(HANG_SECONDS)
+        # The signal goes to the main thread itself: a process-directed alarm() may be taken
+        # by one of CrewAI's threads, and the main thread, blocked in epoll, never runs the
+        # handler (that is how the first watchdog failed in CI).
+        watchdog = threading.Timer(HANG_SECONDS, signal.pthread_kill,
+                                   (threading.main_thread().ident, signal.SIGALRM))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             outcome = self.case.run(op, hooks)
             hooks.run_returned()
@@ -64,7 +71,7 @@ class Harness:
         except BaseException as exc:  # noqa: BLE001 - the tests look at what was raised
             outcome = exc
         finally:
-            signal.alarm(0)
+            watchdog.cancel()
             signal.signal(signal.SIGALRM, previous)
         skip_if_framework_race(outcome)
         return outcome, self.ledger.rows(self.seq)
@@ -95,7 +102,7 @@ class FrameworkHang(FrameworkRace):
     ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
     ``resume``'s event loop waited for ever (py-spy dump in docs/frameworks/crewai.md).  The
     engine's workers turn that into a ``stuck`` observation after the op timeout; these tests
-    drive the case in process, so a watchdog (``SIGALRM``, main thread) ends the call and the
+    drive the case in process, so a watchdog (``SIGALRM`` sent to the main thread) ends the call and the
     test runs again on a fresh case, like a panic of the writer."""
 
 

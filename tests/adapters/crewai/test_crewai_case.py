@@ -229,7 +229,14 @@ def test_a_call_that_never_returns_is_a_framework_hang_run_again(monkeypatch, tm
 
     class Hanging:
         def run(self, op, hooks):
-            threading.Event().wait()  # blocks until the watchdog's signal interrupts it
+            # As in CI: other threads are alive (CrewAI's pool), the main thread blocks.
+            released = threading.Event()
+            bystander = threading.Thread(target=released.wait, daemon=True)
+            bystander.start()
+            try:
+                threading.Event().wait()  # blocks until the watchdog's signal interrupts it
+            finally:
+                released.set()
 
     attempts = []
 
