@@ -98,8 +98,8 @@ class FrameworkRace(Exception):
 
 class FrameworkHang(FrameworkRace):
     """A call that never returned.  Seen twice in CI runs of the crewai environment
-    (``checkpoint-sqlite-kickoff``, a fork's ``Flow.resume``): two of the event bus's pool threads sat in
-    ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
+    (``checkpoint-sqlite-kickoff``, a fork's ``Flow.resume``): two of the event bus's pool
+    threads sat in ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
     ``resume``'s event loop waited for ever (py-spy dump in docs/frameworks/crewai.md).  The
     engine's workers turn that into a ``stuck`` observation after the op timeout; these tests
     drive the case in process, so a watchdog (``SIGALRM`` sent to the main thread) ends the call and the
