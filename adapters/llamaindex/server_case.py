@@ -224,8 +224,12 @@ class ServerCase(Case):
                     "SELECT run_id, status, idle_since FROM handlers WHERE handler_id = ?",
                     (thread,),
                 ).fetchone()
-            except sqlite3.OperationalError:
-                return None
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return None  # the server never started on this store: nothing stored
+                # Anything else (a lock, an I/O error) is this read failing, not the store
+                # being empty: reading it as "nothing stored" once made a state `new`.
+                raise HarnessError(f"the adapter could not read the handlers table: {exc}") from exc
 
     def _state_text(self, run_id: str):
         with self._connect() as conn:
