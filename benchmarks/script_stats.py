@@ -1,0 +1,86 @@
+"""The reproduction-script table of issue 14, read from the corpus: how many entries carry a
+checked script, how many of those reproduce, and how long they are.
+
+    python benchmarks/script_stats.py [CORPUS_DIR]
+
+Reads only the JSON entries (``finding.script``: ``checked``, ``lines``, ``runs``,
+``reproduced``, written by ``resumefuzz report --verify N``); imports no framework and nothing of
+ours, so it runs with any Python 3.11.  Entries fuzzed on a custom store (``versions``
+``store-factory``) are left out: their scripts are regenerated in their own tox environments.
+
+"Hard" entries are the ones the issue gives a longer line budget (120 instead of 60): a SIGKILL
+crash point, a ``race`` or a ``twin_recover``.  Line counts are of checked scripts only; an
+unchecked (legacy) script is counted in "checked scripts" as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from statistics import median
+
+SOFT_LIMIT, HARD_LIMIT = 60, 120
+
+
+def is_hard(entry: dict) -> bool:
+    for op in entry["operations"]:
+        if op["op"] in ("race", "twin_recover"):
+            return True
+        if (op.get("crash") or {}).get("kind") == "sigkill":
+            return True
+    return False
+
+
+def rows(corpus: Path) -> dict:
+    out: dict = {}
+    for path in sorted(corpus.rglob("*.json")):
+        entry = json.loads(path.read_text())
+        if entry.get("target", "").startswith(("reference", "mutant:")):
+            continue
+        if "store-factory" in entry.get("versions", {}):
+            continue
+        script = (entry.get("finding") or {}).get("script") or {}
+        row = out.setdefault(entry["target"], {"entries": 0, "checked": 0, "reproduce": 0,
+                                               "always": 0, "soft": [], "hard": []})
+        row["entries"] += 1
+        if not script.get("checked"):
+            continue
+        row["checked"] += 1
+        k, n = script.get("reproduced", 0), script.get("runs", 0)
+        row["reproduce"] += k > 0
+        row["always"] += n > 0 and k == n
+        row["hard" if is_hard(entry) else "soft"].append(script["lines"])
+    return out
+
+
+def _median(xs: list) -> str:
+    return f"{median(xs):g}" if xs else "-"
+
+
+def table(out: dict) -> str:
+    lines = ["| framework | entries | checked scripts | reproduce (k>0) | all k=n | median lines "
+             f"| without SIGKILL/race/twin: median, <= {SOFT_LIMIT} "
+             f"| with: median, <= {HARD_LIMIT} |",
+             "|---|---|---|---|---|---|---|---|"]
+    for target, r in sorted(out.items()):
+        soft, hard = r["soft"], r["hard"]
+        lines.append(
+            f"| {target} | {r['entries']} | {r['checked']} | {r['reproduce']} | {r['always']} "
+            f"| {_median(soft + hard)} "
+            f"| {_median(soft)}, {sum(x <= SOFT_LIMIT for x in soft)}/{len(soft)} "
+            f"| {_median(hard)}, {sum(x <= HARD_LIMIT for x in hard)}/{len(hard)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    corpus = Path(argv[0]) if argv else Path(__file__).resolve().parents[1] / "corpus"
+    if not corpus.is_dir():
+        print(f"script_stats: {corpus} is not a directory", file=sys.stderr)
+        return 2
+    print(table(rows(corpus)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
