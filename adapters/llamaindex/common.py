@@ -1,13 +1,14 @@
-"""Helpers every case shares: the event loop a case keeps, and byte copies of SQLite stores."""
+"""Helpers every case shares: the event loop a case keeps, reads and byte copies of SQLite stores."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
-from adapters.protocol import Refused, Resume, StaleResume
+from adapters.protocol import HarnessError, Refused, Resume, StaleResume
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -22,6 +23,27 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()
+
+
+def connect(db: Path):
+    """A connection to a case's SQLite store, closed on leaving its ``with`` (autocommit; it
+    waits up to 60 s for a lock the framework holds)."""
+    return closing(sqlite3.connect(db, timeout=60, isolation_level=None))
+
+
+def stored_rows(db: Path, sql: str, args=()) -> list:
+    """The rows of ``sql`` on a case's SQLite store; none while the file or the table does not
+    exist yet (the framework has stored nothing).  Any other failure to read (a lock, an I/O
+    error) is the harness's, never "nothing stored": reading it so once made a state `new`."""
+    if not db.exists():
+        return []
+    with connect(db) as conn:
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise HarnessError(f"the adapter could not read {db.name}: {exc}") from exc
 
 
 def copy_sqlite(path: Path, dest: Path, *, wal: bool) -> None:

@@ -21,8 +21,6 @@ import asyncio
 import base64
 import logging
 import pickle
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 from adapters.protocol import (
@@ -39,7 +37,15 @@ from adapters.protocol import (
 
 from . import tamper
 from .build import RunSlot, answer_event, build
-from .common import as_retried_answer, close_loop, copy_side_files, copy_sqlite, failure
+from .common import (
+    as_retried_answer,
+    close_loop,
+    connect,
+    copy_side_files,
+    copy_sqlite,
+    failure,
+    stored_rows,
+)
 from .view import decode_state_json
 
 FILE = "dbos.sqlite"
@@ -156,16 +162,10 @@ class DBOSCase(Case):
 
     # -- reading and altering the store ----------------------------------------------------------
     def _connect(self):
-        return closing(sqlite3.connect(self.db, timeout=60, isolation_level=None))
+        return connect(self.db)
 
     def _rows(self, sql: str, args=()) -> list:
-        if not self.db.exists():
-            return []
-        with self._connect() as conn:
-            try:
-                return conn.execute(sql, args).fetchall()
-            except sqlite3.OperationalError:  # tables not created yet
-                return []
+        return stored_rows(self.db, sql, args)
 
     def _status(self, run_id: str) -> str | None:
         rows = self._rows("SELECT status FROM workflow_status WHERE workflow_uuid = ?", (run_id,))

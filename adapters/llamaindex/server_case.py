@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
@@ -42,7 +40,15 @@ from adapters.protocol import (
 
 from . import tamper
 from .build import RunSlot, answer_classes, answer_event, build
-from .common import as_retried_answer, close_loop, copy_side_files, copy_sqlite, failure
+from .common import (
+    as_retried_answer,
+    close_loop,
+    connect,
+    copy_side_files,
+    copy_sqlite,
+    failure,
+    stored_rows,
+)
 from .view import decode_state_json, pending_gate
 
 FILE = "server.sqlite"
@@ -201,35 +207,18 @@ class ServerCase(Case):
         return out
 
     def _last_event(self, run_id: str) -> int:
-        with self._connect() as conn:
-            try:
-                row = conn.execute(
-                    "SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,)
-                ).fetchone()
-            except sqlite3.OperationalError:
-                return -1
-        return -1 if row is None or row[0] is None else row[0]
+        rows = stored_rows(self.db, "SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,))
+        return -1 if not rows or rows[0][0] is None else rows[0][0]
 
     # -- reading and altering the store ----------------------------------------------------------
     def _connect(self):
-        return closing(sqlite3.connect(self.db, timeout=60, isolation_level=None))
+        return connect(self.db)
 
     def _handler(self, thread: str):
         """``(run_id, status, idle_since)`` of the thread's handler row, or ``None``."""
-        if not self.db.exists():
-            return None
-        with self._connect() as conn:
-            try:
-                return conn.execute(
-                    "SELECT run_id, status, idle_since FROM handlers WHERE handler_id = ?",
-                    (thread,),
-                ).fetchone()
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
-                    return None  # the server never started on this store: nothing stored
-                # Anything else (a lock, an I/O error) is this read failing, not the store
-                # being empty: reading it as "nothing stored" once made a state `new`.
-                raise HarnessError(f"the adapter could not read the handlers table: {exc}") from exc
+        rows = stored_rows(self.db, "SELECT run_id, status, idle_since FROM handlers"
+                                    " WHERE handler_id = ?", (thread,))
+        return rows[0] if rows else None
 
     def _state_text(self, run_id: str):
         with self._connect() as conn:
