@@ -96,11 +96,17 @@ def entries(paths: list[Path] | None = None, root: Path = CORPUS_DIR) -> list[Pa
 
 
 def replays_for(trace: Trace) -> int:
-    """How many replays judge an entry: ``trials_for`` its rate while it records a failure; 1
-    for an entry that reproduced every time, and for one recorded FIXED."""
-    if trace.finding is None or trace.status == "FIXED":
+    """How many replays judge an entry: ``trials_for`` the rate of its recorded status.  A
+    failure comes back at the finding's rate; FIXED, recorded for a finding that came back in
+    only k of n replays, comes back in the other n - k (one replay showing the fix of a
+    timing-dependent finding is as much chance as one showing the finding).  1 for an entry
+    that reproduced every time."""
+    if trace.finding is None:
         return 1
-    return trials_for(trace.finding.reproduced)
+    rate = trace.finding.reproduced
+    if trace.status == "FIXED" and rate is not None:
+        rate = {"k": rate["n"] - rate["k"], "n": rate["n"]}
+    return trials_for(rate)
 
 
 __all__ = ["CORPUS_DIR", "entries", "replays_for", "trials_for", "entry_from_failure", "entry_path", "load_trace", "save"]
