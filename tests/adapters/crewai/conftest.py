@@ -5,7 +5,9 @@ this process: exception-kind crash points only.  SIGKILL, races and twins go thr
 runner in a fresh interpreter (``engine_probe.py``), because the runner refuses to fork from a
 process that has threads and CrewAI starts its event-bus threads on the first flow.
 
-The helpers live in ``crewai_test_support.py``.
+The helpers live in ``crewai_test_support.py``.  A call the harness gave up on (CrewAI hung) leaves
+its thread blocked, and the interpreter's exit would join it for ever; a session that left one ends
+with ``os._exit`` and pytest's own exit status, after pytest has reported.
 """
 
 from __future__ import annotations
@@ -57,3 +59,23 @@ def harness(adapter, tmp_path):
     tempfile.tempdir = saved[4]
 
 
+
+
+_STATUS: dict[str, int] = {}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _STATUS["exit"] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    import crewai_test_support as support
+
+    alive = [t for t in support.ABANDONED if t.is_alive()]
+    if alive:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.write(2, (f"resumefuzz: {len(alive)} CrewAI call(s) given up on are still blocked; the "
+                     "process ends without the interpreter's exit, which would join them\n").encode())
+        os._exit(_STATUS.get("exit", 1))

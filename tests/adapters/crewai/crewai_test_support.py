@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -55,27 +54,32 @@ class Harness:
         self.seq += 1
         branch = getattr(op, "new_thread", "") or op.thread
         hooks = EngineHooks(op, seq=self.seq, branch=branch, ledger=self.ledger)
-        previous = signal.signal(signal.SIGALRM, _hung)
-        # The signal goes to the main thread itself: a process-directed alarm() may be taken
-        # by one of CrewAI's threads, and the main thread, blocked in epoll, never runs the
-        # handler (that is how the first watchdog failed in CI).
-        watchdog = threading.Timer(HANG_SECONDS, signal.pthread_kill,
-                                   (threading.main_thread().ident, signal.SIGALRM))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            outcome = self.case.run(op, hooks)
-            hooks.run_returned()
-        except (KeyboardInterrupt, SystemExit, FrameworkHang):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - the tests look at what was raised
-            outcome = exc
-        finally:
-            watchdog.cancel()
-            signal.signal(signal.SIGALRM, previous)
+        # The call runs in a helper thread and this one only waits for it, with a deadline.  The
+        # earlier watchdog, a SIGALRM sent to the main thread blocked inside CrewAI, did not end
+        # a hung call in CI (a run sat 75 minutes in test_crewai_stale with it armed); a likely
+        # reason is that the exception it raised had to unwind through asyncio.run's cleanup,
+        # which joins the very threads that hung.  Waiting from outside needs no unwinding.
+        box: dict = {}
+
+        def call():
+            try:
+                box["outcome"] = self.case.run(op, hooks)
+                hooks.run_returned()
+            except BaseException as exc:  # noqa: BLE001 - the tests look at what was raised
+                box["outcome"] = exc
+
+        worker = threading.Thread(target=call, name=f"harness-op-{self.seq}", daemon=True)
+        worker.start()
+        worker.join(HANG_SECONDS)
+        if worker.is_alive():
+            ABANDONED.append(worker)
+            raise FrameworkHang(f"the call did not return within {HANG_SECONDS} s (CrewAI's "
+                                "checkpoint writers hung)")
+        outcome = box["outcome"]
+        if isinstance(outcome, (KeyboardInterrupt, SystemExit)):
+            raise outcome
         skip_if_framework_race(outcome)
         return outcome, self.ledger.rows(self.seq)
-
 
 
 def injected(exc) -> bool:
@@ -97,21 +101,23 @@ class FrameworkRace(Exception):
 
 
 class FrameworkHang(FrameworkRace):
-    """A call that never returned.  Seen twice in CI runs of the crewai environment
-    (``checkpoint-sqlite-kickoff``, a fork's ``Flow.resume``): two of the event bus's pool
-    threads sat in ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
+    """A call that never returned.  Seen in CI runs of the crewai environment
+    (``checkpoint-sqlite-kickoff``, a fork's ``Flow.resume``; ``checkpoint-sqlite-from_checkpoint``
+    in ``test_crewai_stale``): two of the event bus's pool threads sat in
+    ``SqliteProvider.checkpoint`` closing their connections to the same checkpoint file, and
     ``resume``'s event loop waited for ever (py-spy dump in docs/frameworks/crewai.md).  The
     engine's workers turn that into a ``stuck`` observation after the op timeout; these tests
-    drive the case in process, so a watchdog (``SIGALRM`` sent to the main thread) ends the call and the
-    test runs again on a fresh case, like a panic of the writer."""
+    drive the case in process, so ``Harness.do`` gives up on the call after ``HANG_SECONDS``
+    (leaving its thread behind, in ``ABANDONED``) and the test runs again on a fresh case, like
+    a panic of the writer."""
 
 
 HANG_SECONDS = 90  # an op here takes well under 5 s; CI under load, under 20
 
-
-def _hung(signum, frame):
-    raise FrameworkHang(f"the call did not return within {HANG_SECONDS} s (CrewAI's "
-                        "checkpoint writers hung)")
+# Threads of calls given up on.  They may hold CrewAI's pool threads for ever, and the
+# interpreter's exit joins those (concurrent.futures, CrewAI's atexit flush), so the conftest ends
+# a session that left any with os._exit, after pytest has reported.
+ABANDONED: list[threading.Thread] = []
 
 
 def skip_if_framework_race(outcome) -> None:

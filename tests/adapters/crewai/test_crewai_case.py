@@ -219,24 +219,24 @@ def test_tamper_forged_pending_adds_a_pending_row_for_a_gate_not_asked(harness, 
 
 
 def test_a_call_that_never_returns_is_a_framework_hang_run_again(monkeypatch, tmp_path):
-    """The in-process harness ends a call CrewAI never returns from (its checkpoint writers hung)
-    and the test runs again on a fresh case, ``ATTEMPTS`` times, then fails: never a pass."""
+    """The in-process harness gives up on a call CrewAI never returns from (its checkpoint writers
+    hung), leaves its thread behind, and the test runs again on a fresh case, ``ATTEMPTS`` times,
+    then fails: never a pass."""
     import threading
 
     import crewai_test_support as support
 
     monkeypatch.setattr(support, "HANG_SECONDS", 1)
+    monkeypatch.setattr(support, "ABANDONED", [])
+    release = threading.Event()
 
     class Hanging:
         def run(self, op, hooks):
-            # As in CI: other threads are alive (CrewAI's pool), the main thread blocks.
-            released = threading.Event()
-            bystander = threading.Thread(target=released.wait, daemon=True)
+            # As in CI: other threads are alive (CrewAI's pool) and the call blocks in a wait
+            # that no signal to the main thread would end.
+            bystander = threading.Thread(target=release.wait, daemon=True)
             bystander.start()
-            try:
-                threading.Event().wait()  # blocks until the watchdog's signal interrupts it
-            finally:
-                released.set()
+            release.wait()
 
     attempts = []
 
@@ -248,6 +248,13 @@ def test_a_call_that_never_returns_is_a_framework_hang_run_again(monkeypatch, tm
         attempts.append(harness)
         harness.do(Start("t0"))
 
-    with pytest.raises(support.FrameworkHang, match="did not return within 1 s"):
-        machinery_test()
-    assert len(attempts) == support.ATTEMPTS
+    try:
+        with pytest.raises(support.FrameworkHang, match="did not return within 1 s"):
+            machinery_test()
+        assert len(attempts) == support.ATTEMPTS
+        assert len(support.ABANDONED) == support.ATTEMPTS
+        assert all(t.is_alive() for t in support.ABANDONED)  # given up on, not ended
+    finally:
+        release.set()
+    for t in support.ABANDONED:
+        t.join(5)

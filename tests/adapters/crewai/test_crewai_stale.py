@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from adapters.protocol import HarnessError, Resume, StaleResume, Start, Workflow
 
+from crewai_test_support import retry_race
+
 WF = Workflow(3, {2}, ("a", "b"))
 
 
@@ -21,10 +23,12 @@ def _run(h):
     return held
 
 
+@retry_race
 def test_persist_answers_through_the_flow_id(harness):
     assert _run(harness("persist-sqlite", WF)) is None  # @persist records no checkpoint location
 
 
+@retry_race
 def test_a_checkpoint_variant_restores_the_pause_location(harness):
     h = harness("checkpoint-sqlite-from_checkpoint", WF)
     held = _run(h)
