@@ -32,7 +32,7 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
-from .driver import Driver, LostTrack
+from .driver import END, Driver, LostTrack
 from .stores import open_store
 
 
@@ -105,26 +105,41 @@ class LangGraphCase(Case):
             forged = (list(result.done), dict(result.answers))
             if part is not None:
                 forged += (result.pending,)
-        self._record_tamper(thread, how, forged)
+        self._record_tamper(thread, how, forged, part)
         try:
             line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged, part)
         except LostTrack as exc:
             raise HarnessError(str(exc)) from exc
         self.log.append(f"tamper: {line}")
 
-    def _record_tamper(self, thread: str, how: str, forged) -> None:
-        """The tamper as a repro script writes it (``corrupt``/``forge`` of its ``repro.py``),
-        where the script can: the SQLite saver's rows, the graph API's channels."""
+    def _record_tamper(self, thread: str, how: str, forged, part=None) -> None:
+        """The tamper as a repro script writes it (``corrupt``, ``forge``, ``forge_results`` of
+        its ``repro.py`` on the SQLite file, ``*_in_memory`` on the InMemorySaver's dicts), where the script can: not an ``invalid`` tamper, a forged part,
+        another saver, nor the variants that truncate the file or drop the newest checkpoint."""
         d, source = self.driver, "<unknown: not expressible in a script>"
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
-        if info is not None and tip is not None and self.spec["saver"] == "sqlite":
+        saver = self.spec["saver"]
+        if info is not None and tip is not None and saver in ("sqlite", "memory") \
+                and self.spec["tamper"] == "blob" and part is None and how != "invalid":
             at = d.config_src(d._config(thread, info["lg"], tip))
-            if how == "corrupt" and self.spec["tamper"] == "blob":
-                source = f"corrupt({at})"
-            elif how == "forged" and self.spec["tamper"] == "blob" and self.spec["api"] == "graph":
-                done, answers = forged[:2]
-                source = f"forge({at}, {list(done)!r}, {dict(answers)!r})"
+            done, answers = (forged or ([], {}))[:2]
+            mem = "_in_memory" if saver == "memory" else ""
+            state = {"done": list(done), "answers": dict(answers)}
+            if how == "corrupt":
+                source = f"corrupt{mem}({at})"
+            elif self.spec["api"] == "graph":
+                source = f"forge{mem}({at}, {state!r})"
+            elif self._finished(info, tip):
+                source = f"forge{mem}({at}, {{'__end__': {state!r}}})"
+            else:
+                source = f"forge_results{mem}({at}, {list(done)!r}, {dict(answers)!r})"
         d.record(source)
+
+    def _finished(self, info, tip) -> bool:
+        """The functional API keeps a finished run's state in its ``__end__`` channel, an
+        unfinished one's in its task results (``forge_results``)."""
+        stored = tampering.RAW[self.store.kind](self.store).checkpoint(info["lg"], tip)
+        return END in (stored.get("channel_values") or {})
 
     def clone_store(self, dest: Path) -> None:
         dest = Path(dest)

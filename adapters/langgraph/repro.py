@@ -8,13 +8,18 @@ A checkpoint is named by its position in its thread's history (``checkpoint(thre
 id differs on every run, its position does not.
 
 Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
-Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, tampers of
-the SQLite file, out-of-schema outputs and races (a forced race, where every racer reads before
-any writes, holds the racers at a ``multiprocessing.Barrier`` in a ``SqliteSaver`` subclass's
-first ``get_tuple``: the interleaving the harness forces, with the saver's public extension
-point).  Not (yet): twin recovery, tampers of a PostgreSQL or in-memory store, a forced race on
-PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older unchecked
-script (``repro_legacy.py``), and the report says so at the top.
+Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted
+and forged checkpoints of the SQLite file and of the InMemorySaver (a forgery of the functional
+API writes the ``__end__`` channel of a finished run, the ``@task`` results of an unfinished
+one: ``forge_results``), out-of-schema outputs and races (a forced race, where every racer reads before any
+writes, holds the racers at a ``multiprocessing.Barrier`` in a ``SqliteSaver`` subclass's first
+``get_tuple``: the interleaving the harness forces, with the saver's public extension point).
+Not (yet): twin recovery, ``invalid`` tampers, a forged part (``Tamper.part``), the variants
+that truncate the file or drop the newest checkpoint, tampers of a PostgreSQL store, a forced
+race on PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older
+unchecked script (``repro_legacy.py``), and the report says so at the top.  So does an entry
+whose recorded observation the contract now allows (recorded ``FIXED``): no aspect of it tells
+a defect apart, so there is nothing to check.
 """
 
 from __future__ import annotations
@@ -171,19 +176,88 @@ def corrupt(config):
     db.close()
 
 
-def forge(config, done, answers):
-    """Write, in the SQLite file, state the run never produced into a stored checkpoint: its
-    channels now hold ``done`` and ``answers`` (encoded with the saver's own serializer)."""
+def forge(config, channels):
+    """Write, in the SQLite file, state the run never produced into a stored checkpoint: each of
+    its ``channels`` now holds the value given (encoded with the saver's own serializer)."""
     where, serde = (config["configurable"]["thread_id"],
                     config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
     db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
     row = db.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? "
                      "AND checkpoint_id = ?", where).fetchone()
     stored = serde.loads_typed(tuple(row))
-    stored["channel_values"].update(done=done, answers=answers)
+    stored["channel_values"].update(channels)
     db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
                "AND checkpoint_id = ?", (*serde.dumps_typed(stored), *where))
     db.close()
+
+
+def forge_results(config, done, answers):
+    """Write, in the SQLite file, results the run's @task calls never returned into a stored
+    checkpoint's pending writes (where the functional API keeps them): task i now returned
+    ``done[i - 1]``; a result for a task that never ran is added, results past them deleted."""
+    where, serde = (config["configurable"]["thread_id"],
+                    config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
+    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    rows = db.execute("SELECT task_id, idx, task_path, type, value FROM writes WHERE thread_id = ? "
+                      "AND checkpoint_id = ? AND channel = '__return__'", where).fetchall()
+    results = sorted((serde.loads_typed((kind, value))["task"], task_id, idx, path)
+                     for task_id, idx, path, kind, value in rows)
+    for t, output in enumerate(done, 1):
+        _, task_id, idx, path = results[t - 1] if t <= len(results) else \
+            (t, f"forged-{t}", 0, "~__pregel_push, forged")
+        db.execute("INSERT OR REPLACE INTO writes (thread_id, checkpoint_id, task_id, task_path, "
+                   "idx, channel, type, value) VALUES (?, ?, ?, ?, ?, '__return__', ?, ?)",
+                   (*where, task_id, path, idx, *serde.dumps_typed(
+                       {"task": t, "done": output, "answer": answers.get(t)})))
+    for _, task_id, idx, _ in results[len(done):]:
+        db.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id = ? AND task_id = ? "
+                   "AND idx = ?", (*where, task_id, idx))
+    db.close()
+
+
+def corrupt_in_memory(config):
+    """Overwrite a checkpoint the InMemorySaver holds, the channel values it points to and its
+    pending writes with bytes msgpack never decodes (0xc1 is a code it reserves)."""
+    saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    typed, metadata, parent = saver.storage[thread][""][cid]
+    saver.storage[thread][""][cid] = ((typed[0], b"\xc1" * 16), metadata, parent)
+    for channel, version in saver.serde.loads_typed(typed)["channel_versions"].items():
+        kind, _ = saver.blobs.get((thread, "", channel, version), ("empty", b""))
+        if kind != "empty":
+            saver.blobs[(thread, "", channel, version)] = (kind, b"\xc1" * 16)
+    writes = saver.writes.get((thread, "", cid), {})
+    for key, (task_id, channel, (kind, _), path) in list(writes.items()):
+        writes[key] = (task_id, channel, (kind, b"\xc1" * 16), path)
+
+
+def forge_in_memory(config, channels):
+    """Write, in the InMemorySaver, state the run never produced into a stored checkpoint: each
+    of its ``channels`` now holds the value given (encoded with the saver's own serializer)."""
+    saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    typed, metadata, parent = saver.storage[thread][""][cid]
+    stored = saver.serde.loads_typed(typed)
+    for channel, value in channels.items():
+        version = stored["channel_versions"].setdefault(channel, f"forged.{channel}")
+        saver.blobs[(thread, "", channel, version)] = saver.serde.dumps_typed(value)
+    saver.storage[thread][""][cid] = (saver.serde.dumps_typed(stored), metadata, parent)
+
+
+def forge_results_in_memory(config, done, answers):
+    """``forge_results`` in the InMemorySaver: task i now returned ``done[i - 1]``."""
+    saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    writes = saver.writes[(thread, "", cid)]
+    results = sorted((saver.serde.loads_typed(typed)["task"], key, path)
+                     for key, (_, channel, typed, path) in writes.items() if channel == "__return__")
+    for t, output in enumerate(done, 1):
+        _, (task_id, idx), path = results[t - 1] if t <= len(results) else \
+            (t, (f"forged-{t}", 0), "~__pregel_push, forged")
+        writes[(task_id, idx)] = (task_id, "__return__", saver.serde.dumps_typed(
+            {"task": t, "done": output, "answer": answers.get(t)}), path)
+    for _, key, _ in results[len(done):]:
+        del writes[key]
 
 
 def checkpoint(thread_id, k):
@@ -271,7 +345,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
     parts = [State] if options["api"] == "graph" and not pydantic else []
     calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
     calls += " " + check.state_src
-    readers = [f for f in (corrupt, forge, checkpoint, outcome, read_state)
+    readers = [f for f in (corrupt, forge, forge_results, corrupt_in_memory, forge_in_memory,
+                          forge_results_in_memory, checkpoint, outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
     savers = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(

@@ -157,6 +157,25 @@ def test_check_picks_the_simplest_aspect_that_tells_observed_from_allowed():
     assert thread_label("t0") == "run-1" and thread_label("f2") == "branch-2"
 
 
+def test_a_state_not_compared_in_an_allowed_refusal_is_no_state_check():
+    """After a tamper the contract allows a loud refusal whatever the store then holds (its
+    state is not compared): a refusal with no effects is then no defect on its state, while a
+    refusal that fired an effect still is one on its effects."""
+    wf = Workflow(1, {1}, ("a", "b"))
+    start = Observation("interrupted", (), StateView.of(wf, [], {}, 1))
+    done = StateView.of(wf, [1], {1: "a"}, None)
+    allowed = (Observation("completed", (("f1", 1, "a"),), done), Observation("rejected", (), None))
+    fork = Fork("t0", gate=1, value="a", new_thread="f1")
+    refused = Observation("rejected", (), StateView.of(wf, [], {}, None), error="ValueError: bad")
+    evidence = Evidence(ops=(Start("t0"), fork), calls=((), ()), observed=(start, refused),
+                        step=1, allowed=allowed)
+    assert check_for(evidence, state_readable=True) is None
+    fired = Observation("rejected", (("f1", 1, "b"),), StateView.of(wf, [], {}, None))
+    evidence = Evidence(ops=(Start("t0"), fork), calls=((), ()), observed=(start, fired),
+                        step=1, allowed=allowed)
+    assert check_for(evidence, state_readable=True).aspect == "effects"
+
+
 def test_a_sigkill_step_that_never_reaches_its_crash_point_reports_what_the_child_saw(tmp_path):
     """The child's outcome comes back from it: 'crashed' only when it was killed."""
     source = compose(False, crash=(1, "in_flight", "sigkill"), aspect="outcome")

@@ -100,3 +100,54 @@ def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, fol
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert needle in repro.script and repro.lines <= 120, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
+
+
+def _forged_entry(folders: str, before: str):
+    """The first FAILED entry under ``folders`` whose forged tamper hits a thread whose last
+    run ended ``before`` (a finished run keeps its state elsewhere than an interrupted one;
+    ``None``: either)."""
+    for path in sorted(CORPUS.glob(f"{folders}/InvalidPersist-*.json")):
+        trace = load_trace(path)
+        ops = trace.operations
+        at = next((i for i, op in enumerate(ops) if op.name == "tamper" and op.how == "forged"), 0)
+        runs = [i for i in range(at) if (getattr(ops[i], "new_thread", "") or ops[i].thread)
+                == ops[at].thread and ops[i].name != "query"]
+        if trace.status == "FAILED" and runs and before in (None, trace.observations[runs[-1]].outcome):
+            return trace
+    pytest.fail(f"no FAILED forged InvalidPersist entry under {folders} after {before!r}")
+
+
+@pytest.mark.parametrize("folders, before, needles", [
+    ("sqlite-graph-*", None, ("forge(checkpoint(", "{'done': [")),  # the state channels
+    ("sqlite-func-*", "completed", ("forge(checkpoint(", "{'__end__': {'done': ")),
+    ("sqlite-func-*", "interrupted", ("forge_results(checkpoint(",)),  # its @task results
+    ("memory-func-*", "completed", ("forge_in_memory(checkpoint(", "{'__end__': {'done': ")),
+    ("memory-graph-*", "completed", ("forge_in_memory(checkpoint(", "{'done': [")),
+])
+def test_repro_of_a_forged_checkpoint_writes_what_the_harness_wrote(adapter, variant, folders,
+                                                                   before, needles):
+    trace = _forged_entry(folders, before)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert all(n in repro.script for n in needles), repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)
+
+
+def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, variant):
+    """A fork of a thread whose InMemorySaver checkpoint was corrupted: LangGraph refuses, which
+    the contract allows; the entry's fork, said to have stopped at an interrupt instead, gives
+    a script that checks the outcome and exits 0."""
+    from refmodel import Observation
+
+    found = [p for p in sorted(CORPUS.glob("memory-graph-*/ForkIgnore-*.json"))
+             if any(op.name == "tamper" and op.how == "corrupt" for op in load_trace(p).operations)]
+    assert found, "no memory-saver ForkIgnore entry through a corrupted checkpoint left"
+    trace = load_trace(found[0])
+    step = trace.finding.step
+    wrong = Observation("interrupted", (), trace.observations[step].state)
+    trace = trace.with_(observations=(*trace.observations[:step], wrong))
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert "corrupt_in_memory(checkpoint(" in repro.script
+    assert "no defect" in repro.outputs[0]
+    check_standalone(repro.script, HARNESS, as_words=True)
