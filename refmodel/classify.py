@@ -409,9 +409,12 @@ def _pending_gate_refused(ctx: Context) -> str | None:
 
 def _state_differs(ctx: Context) -> str | None:
     observed = ctx.observed
-    if any(e.outcome == observed.outcome and e.effects == observed.effects for e in ctx.allowed):
-        canonical = ctx.canonical
-        expected = canonical.state.to_json() if canonical and canonical.state else None
+    like = [e for e in ctx.allowed if e.outcome == observed.outcome and e.effects == observed.effects]
+    if like:
+        # The states allowed with this outcome and these effects, not the canonical one: that
+        # may be another outcome's, and equal to the state observed (a confusing "X != X").
+        expected = " or ".join(dict.fromkeys(
+            str(e.state.to_json() if e.state else None) for e in like))
         got = observed.state.to_json() if observed.state else None
         return f"persisted state {got} != expected {expected}"
     return None

@@ -32,6 +32,19 @@ def test_state_only_divergence_is_state_mismatch():
     assert classify(model, World(), Start("t0"), allowed, observed).category == "StateMismatch"
 
 
+def test_a_state_mismatch_names_the_states_allowed_with_that_outcome_and_those_effects():
+    """Not the canonical observation's state: that may belong to another outcome and equal
+    the state observed (an AutoGen entry read "persisted state X != expected X")."""
+    model, allowed = _start()
+    kept = StateView("incomplete", (1,), (), None)
+    refused = Observation("rejected", (), kept)
+    observed = Observation("completed", allowed[0].effects, kept)
+    divergence = classify(model, World(), Start("t0"), (refused, *allowed), observed)
+    assert divergence.category == "StateMismatch"
+    assert f"!= expected {allowed[0].state.to_json()}" in divergence.detail
+    assert f"!= expected {kept.to_json()}" not in divergence.detail
+
+
 def test_schema_breaking_state_is_invalid_persist():
     model, allowed = _start()
     observed = Observation("completed", allowed[0].effects, StateView("completed", (1, "x"), (), None))
