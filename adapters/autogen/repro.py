@@ -11,10 +11,13 @@ state saved when a gate asked, as in the adapter (``stores.py``).
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
 the fuzzer's racers reach it; a forced race holds them there).  Written for every team shape,
-both save policies and stores, start / resume / recover / fork / race / query, the ``forged``
-tamper, exception and SIGKILL crash points and out-of-schema outputs.  Not: twin recovery and
-the ``corrupt`` and ``invalid`` tampers; for those the adapter falls back to the older unchecked
-script (``repro_legacy.py``).
+both save policies and stores, start / resume / recover / fork / race / query / stale resume,
+the ``forged`` tamper, exception and SIGKILL crash points and out-of-schema outputs.  A twin
+recovery is written as the recovery of the original store, the first of the two the fuzzer runs
+(the second, on a copy, runs after it and cannot change it): enough for a finding on the first;
+one only in the copy has no check (``check_for`` looks at the first).  Not: the ``corrupt`` and
+``invalid`` tampers; for those the adapter falls back to the older unchecked script
+(``repro_legacy.py``).
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ from .statefmt import rewrite
 
 N, GATES, MAX_TURNS, BAD_OUTPUT = 2, {1}, None, None  # the script's own line sets these
 PINNED = ("autogen-agentchat", "autogen-core")
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
+SUPPORTED_OPS = {"start", "resume", "recover", "twin_recover", "fork", "query", "race", "tamper",
+                 "stale_resume"}
 
 
 # -- what the script contains --------------------------------------------------------------------

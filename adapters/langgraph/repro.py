@@ -11,12 +11,14 @@ Written for the memory, SQLite and PostgreSQL savers, both API styles, the Typed
 Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted
 and forged checkpoints of the SQLite file and of the InMemorySaver (a forgery of the functional
 API writes the ``__end__`` channel of a finished run, the ``@task`` results of an unfinished
-one: ``forge_results``), out-of-schema outputs and races (a forced race, where every racer reads before any
-writes, holds the racers at a ``multiprocessing.Barrier`` in a ``SqliteSaver`` subclass's first
-``get_tuple``: the interleaving the harness forces, with the saver's public extension point).
-Not (yet): twin recovery, ``invalid`` tampers, a forged part (``Tamper.part``), the variants
-that truncate the file or drop the newest checkpoint, tampers of a PostgreSQL store, a forced
-race on PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older
+one: ``forge_results``), out-of-schema outputs and races (a forced race, where every racer
+reads before any writes, holds the racers at a ``multiprocessing.Barrier`` in a
+``SqliteSaver`` subclass's first ``get_tuple``: the interleaving the harness forces, with the
+saver's public extension point).  A twin recovery is written as the recovery of the original
+store, the first of the two the fuzzer runs (the second, on a copy, runs after it and cannot
+change it).  Not (yet): ``invalid`` tampers, a forged part (``Tamper.part``), the variants that
+truncate the file or drop the newest checkpoint, tampers of a PostgreSQL store, a forced race
+on PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older
 unchecked script (``repro_legacy.py``), and the report says so at the top.  So does an entry
 whose recorded observation the contract now allows (recorded ``FIXED``): no aspect of it tells
 a defect apart, so there is nothing to check.
@@ -59,7 +61,8 @@ N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks tha
 PINNED = ("langgraph", "langgraph-checkpoint")
 SAVER_PINNED = {"sqlite": ("langgraph-checkpoint-sqlite",),
                 "postgres": ("langgraph-checkpoint-postgres", "psycopg")}
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper", "stale_resume"}
+SUPPORTED_OPS = {"start", "resume", "recover", "twin_recover", "fork", "query", "race", "tamper",
+                 "stale_resume"}
 
 
 # -- what the script contains --------------------------------------------------------------------

@@ -435,6 +435,10 @@ def op_words(op, observed=None) -> str:
         "start": f"Start {thread}",
         "resume": f"Resume {thread} with {getattr(op, 'value', '')!r}",
         "recover": f"Continue {thread} after the failure",
+        # The fuzzer then recovered a copy of the store taken before this call, apart; a check
+        # of this call's own observation needs only this one (fuzz/runner.py, _twin).
+        "twin_recover": f"Continue {thread} after the failure, the first of two recoveries each on "
+                        "its own copy of the store",
         "fork": f"Fork {thread} at the interrupt of task {getattr(op, 'gate', '')}, answering "
                 f"{getattr(op, 'value', '')!r}, as {thread_label(getattr(op, 'new_thread', ''))}",
         "query": f"Read the state of {thread}",

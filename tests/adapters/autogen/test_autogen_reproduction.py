@@ -64,3 +64,29 @@ def test_repro_of_what_autogen_gets_right_exits_0(adapter):
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "await team.load_state(load('run-1'))" in repro.script
     check_standalone(repro.script, HARNESS)
+
+
+def _entry(op: str):
+    """The first FAILED entry (✗, not a documented deviation) whose last operation is ``op``."""
+    for path in sorted(CORPUS.rglob("*.json")):
+        trace = load_trace(path)
+        if (trace.status == "FAILED" and trace.finding.verdict == "✗"
+                and trace.operations[trace.finding.step].name == op):
+            return path
+    raise AssertionError(f"no FAILED ✗ entry ending in {op} left in the corpus")
+
+
+def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):
+    """The fuzzer recovers the original store, then a copy taken before the call; a finding on
+    the first needs only a plain recovery, which the script says."""
+    repro = reproduce(adapter, _entry("twin_recover"))
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "after the failure, the first of two recoveries each on its own copy" in repro.script
+    check_standalone(repro.script, HARNESS)
+
+
+def test_repro_of_a_stale_resume_loads_the_state_held_since_the_gate_asked(adapter):
+    repro = reproduce(adapter, _entry("stale_resume"))
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "state = load('run-1', 'interrupt:t1')  # held since gate 1 asked" in repro.script
+    check_standalone(repro.script, HARNESS)

@@ -151,3 +151,20 @@ def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, v
     assert "corrupt_in_memory(checkpoint(" in repro.script
     assert "no defect" in repro.outputs[0]
     check_standalone(repro.script, HARNESS, as_words=True)
+
+
+def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter, variant):
+    """The fuzzer recovers the original store, then a copy taken before the call: a finding on
+    the first needs only a plain recovery, which the script says it is."""
+    found = [t for t in map(load_trace, sorted(CORPUS.rglob("*.json")))
+             if t.status == "FAILED" and t.operations[t.finding.step].name == "twin_recover"
+             and not t.variant.startswith("store-")]
+    for trace in found:
+        repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+        if repro.checked:
+            assert repro.reproduces == (1, 1), repro.outputs
+            assert "the first of two recoveries each on its own copy of the store" in repro.script
+            assert "graph.invoke(None, {'configurable': {'thread_id': 'run-1'}}" in repro.script
+            check_standalone(repro.script, HARNESS, as_words=True)
+            return
+    pytest.fail(f"none of the {len(found)} FAILED twin_recover entries has a checked script")
