@@ -14,8 +14,10 @@ calling ``task_body``.  Each step runs in a fresh ``contextvars`` context, as th
 operation: ``Flow.from_checkpoint`` and ``Flow.fork`` attach their runtime state to the caller's
 context, and later flows in it would join that state.
 
-Written for every variant and every operation but tampering and twin recovery (those fall back
-to the older unchecked script, ``repro_legacy.py``).  A forced race holds its racers at a
+Written for every variant and every operation but tampering (that falls back to the older
+unchecked script, ``repro_legacy.py``).  A twin recovery is written as the recovery of the
+original store, the first of the two the fuzzer runs (the second, on a copy, runs after it and
+cannot change it); a stale resume through the flow id is ``from_pending(id).resume(v)`` again.  A forced race holds its racers at a
 ``multiprocessing.Barrier`` between ``from_pending`` (the read) and ``resume`` (the write), as
 the case's ``race_ready`` does.
 """
@@ -41,7 +43,7 @@ from . import sandbox
 from .case import ON_EVENTS
 
 PINNED = ("crewai",)
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
+SUPPORTED_OPS = {"start", "resume", "recover", "twin_recover", "fork", "query", "race", "stale_resume"}
 BAD_OUTPUT, PROVIDER, SQLITE = None, None, None  # the script's glue sets these
 persistence = None  # the script's glue: SQLiteFlowPersistence("flows.db")
 
