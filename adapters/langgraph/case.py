@@ -114,15 +114,21 @@ class LangGraphCase(Case):
 
     def _record_tamper(self, thread: str, how: str, forged, part=None) -> None:
         """The tamper as a repro script writes it (``corrupt``, ``forge``, ``forge_results`` of
-        its ``repro.py`` on the SQLite file, ``*_in_memory`` on the InMemorySaver's dicts), where the script can: not an ``invalid`` tamper, a forged part,
-        another saver, nor the variants that truncate the file or drop the newest checkpoint."""
+        its ``repro.py`` on the SQLite file, ``*_in_memory`` on the InMemorySaver's dicts), where
+        the script can: an ``invalid`` tamper writes its content as a forgery does; not a forged
+        part, another saver, a truncation of the file nor the drop of the newest checkpoint."""
         d, source = self.driver, "<unknown: not expressible in a script>"
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
-        saver = self.spec["saver"]
+        saver, method = self.spec["saver"], self.spec["tamper"]
+        replaced = (how == "corrupt" and method in ("trunchalf", "trunczero")) or \
+            (how == "forged" and method == "drophead")  # tamper.tamper's other ways
         if info is not None and tip is not None and saver in ("sqlite", "memory") \
-                and self.spec["tamper"] == "blob" and part is None and how != "invalid":
+                and part is None and not replaced:
             at = d.config_src(d._config(thread, info["lg"], tip))
-            done, answers = (forged or ([], {}))[:2]
+            # What tamper.tamper writes: the forged content, or the invalid one it makes of the
+            # state it reads.
+            done, answers = (tampering.invalid_content(*d.read(thread)[:2]) if how == "invalid"
+                             else (forged or ([], {}))[:2])
             mem = "_in_memory" if saver == "memory" else ""
             state = {"done": list(done), "answers": dict(answers)}
             if how == "corrupt":

@@ -27,6 +27,7 @@ a defect apart, so there is nothing to check.
 from __future__ import annotations
 
 import atexit
+import functools
 import inspect
 import operator
 import os
@@ -263,6 +264,7 @@ def forge_results_in_memory(config, done, answers):
         del writes[key]
 
 
+@functools.cache  # a position names one checkpoint for good: read before a tamper breaks the list
 def checkpoint(thread_id, k):
     """The config of the k-th checkpoint LangGraph saved in this thread (0: the first)."""
     history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
@@ -367,7 +369,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps=tuple(steps),
         check=check,
         stdlib={"sqlite": ("os", "sqlite3"), "postgres": ("atexit", "os")}.get(options["saver"], ())
-        + (("multiprocessing",) if forced else ()),
+        + (("multiprocessing",) if forced else ()) + (("functools",) if checkpoint in readers else ()),
     ).source()
 
 
