@@ -8,20 +8,20 @@ A checkpoint is named by its position in its thread's history (``checkpoint(thre
 id differs on every run, its position does not.
 
 Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
-Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted
-and forged checkpoints of the SQLite file and of the InMemorySaver (a forgery of the functional
-API writes the ``__end__`` channel of a finished run, the ``@task`` results of an unfinished
-one: ``forge_results``), out-of-schema outputs and races (a forced race, where every racer
-reads before any writes, holds the racers at a ``multiprocessing.Barrier`` in a
-``SqliteSaver`` subclass's first ``get_tuple``: the interleaving the harness forces, with the
-saver's public extension point).  A twin recovery is written as the recovery of the original
-store, the first of the two the fuzzer runs (the second, on a copy, runs after it and cannot
-change it).  Not (yet): ``invalid`` tampers, a forged part (``Tamper.part``), the variants that
-truncate the file or drop the newest checkpoint, tampers of a PostgreSQL store, a forced race
-on PostgreSQL, custom stores (``--store``); for those the adapter falls back to the older
-unchecked script (``repro_legacy.py``), and the report says so at the top.  So does an entry
-whose recorded observation the contract now allows (recorded ``FIXED``): no aspect of it tells
-a defect apart, so there is nothing to check.
+Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
+forged and invalid checkpoints of the SQLite file and of the InMemorySaver (a forgery of the
+functional API writes the ``__end__`` channel of a finished run, the ``@task`` results of an
+unfinished one: ``forge_results``), out-of-schema outputs and races (a forced race, where
+every racer reads before any writes, holds the racers at a ``multiprocessing.Barrier`` in the
+first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver`` subclass: the interleaving the
+harness forces, with the saver's public extension point).  A twin recovery is written as the
+recovery of the original store, the first of the two the fuzzer runs (the second, on a copy,
+runs after it and cannot change it).  Not (yet): a forged part (``Tamper.part``), the
+truncation of the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead``
+variants' ways), tampers of a PostgreSQL store, custom stores (``--store``); for those the
+adapter falls back to the older unchecked script (``repro_legacy.py``), and the report says so
+at the top.  So does an entry whose recorded observation the contract now allows (recorded
+``FIXED``): no aspect of it tells a defect apart, so there is nothing to check.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ try:  # the PostgreSQL saver's parts (not installed beside every custom store)
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 except ImportError:  # pragma: no cover
-    psycopg = PostgresSaver = dict_row = None
+    psycopg = dict_row = None
+    PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
@@ -130,10 +131,10 @@ def sqlite_saver():
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
 
-class HeldSqliteSaver(SqliteSaver):
-    """A SqliteSaver whose first read in this process waits at ``HOLD`` until every racer has
-    made its read: each racer loads the interrupted checkpoint before any of them writes its
-    answer (the interleaving a race can hit by chance, here every time)."""
+class HeldReads:
+    """A saver whose first read in this process waits at ``HOLD`` until every racer has made
+    its read: each racer loads the interrupted checkpoint before any of them writes its answer
+    (the interleaving a race can hit by chance, here every time)."""
     waited = False
 
     def get_tuple(self, config):
@@ -142,6 +143,14 @@ class HeldSqliteSaver(SqliteSaver):
             self.waited = True
             HOLD.wait(timeout=60)
         return saved
+
+
+class HeldSqliteSaver(HeldReads, SqliteSaver):
+    pass
+
+
+class HeldPostgresSaver(HeldReads, PostgresSaver):
+    pass
 
 
 def postgres_saver():
@@ -166,6 +175,10 @@ def fresh_database():
 def held_sqlite_saver():
     path = os.path.join(WORKDIR, "checkpoints.sqlite")
     return HeldSqliteSaver(sqlite3.connect(path, check_same_thread=False))
+
+
+def held_postgres_saver():
+    return HeldPostgresSaver(postgres_saver().conn)
 
 
 def corrupt(config):
@@ -306,8 +319,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         return None
     ops = evidence.ops[: evidence.step + 1]
     forced = next((len(op.values) for op in ops if op.name == "race" and op.forced), 0)
-    if forced and options["saver"] != "sqlite":
-        return None  # racers held until all have read: written for the SQLite saver only
+    if forced and options["saver"] == "memory":
+        return None  # each racer has its own copy of the parent's memory: nothing to race on
     check = check_for(evidence, state_readable=True,
                       outcome_readable=ops[-1].name != "race")
     if check is None:
@@ -356,7 +369,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
                or (f is outcome and check.aspect == "outcome")]
     savers = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(
         options["saver"], [])
-    savers += [HeldSqliteSaver, held_sqlite_saver] if forced else []
+    held = {"sqlite": [HeldReads, HeldSqliteSaver, held_sqlite_saver],
+            "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}
+    savers += held[options["saver"]] if forced else []
     workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
                               _source(*parts, body, build, *savers, *readers), *glue])
     pinned = PINNED + SAVER_PINNED.get(options["saver"], ())
@@ -390,7 +405,8 @@ def _child_setup(options, body: str, held: bool = False) -> tuple:
     build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
     if held:
         return ("global graph",
-                f"graph = {build}(held_sqlite_saver(), {body})  # reads, then waits for the others")
+                f"graph = {build}(held_{options['saver']}_saver(), {body})  # reads, then waits "
+                "for the others")
     return ("global graph", f"graph = {build}({_saver(options)}, {body})  # the child's own connection")
 
 

@@ -89,6 +89,7 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
     ("sqlite-func-sync-head-update", "LostUpdate-*.json", "HOLD.wait("),
     ("sqlite-graph-sync-head-update-pydantic", "InvalidPersist-*.json", "class State(BaseModel)"),
     ("postgres-graph-sync-head-update", "InvalidPersist-*.json", "PostgresSaver(conn)"),
+    ("postgres-func-sync-head-update", "LostUpdate-*.json", "HeldPostgresSaver(postgres_saver().conn)"),
 ])
 def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, folder, pattern,
                                                           needle):
