@@ -4,8 +4,8 @@ checked script, how many of those reproduce, and how long they are.
     python benchmarks/script_stats.py [CORPUS_DIR]
 
 Reads only the JSON entries (``finding.script``: ``checked``, ``lines``, ``runs``,
-``reproduced``, written by ``resumefuzz report --verify N``; ``status``); imports no framework and nothing of
-ours, so it runs with any Python 3.11.  Entries fuzzed on a custom store (``versions``
+``reproduced``, written by ``resumefuzz report --verify N``; ``status``); imports no framework
+and nothing of ours, so it runs with any Python 3.11.  Entries fuzzed on a custom store (``versions``
 ``store-factory``) are left out: their scripts are regenerated in their own tox environments.
 
 "Hard" entries are the ones the issue gives a longer line budget (120 instead of 60): a SIGKILL
@@ -73,7 +73,8 @@ def table(out: dict) -> str:
         soft, hard = r["soft"], r["hard"]
         lines.append(
             f"| {target} | {r['entries']} | {r['checked']} "
-            f"| {r['missing']['FAILED']}, {r['missing']['FIXED']} | {r['reproduce']} | {r['always']} "
+            f"| {r['missing']['FAILED']}, {r['missing']['FIXED']} "
+            f"| {r['reproduce']} | {r['always']} "
             f"| {_median(soft + hard)} "
             f"| {_median(soft)}, {sum(x <= SOFT_LIMIT for x in soft)}/{len(soft)} "
             f"| {_median(hard)}, {sum(x <= HARD_LIMIT for x in hard)}/{len(hard)} |")

@@ -409,7 +409,8 @@ def _pending_gate_refused(ctx: Context) -> str | None:
 
 def _state_differs(ctx: Context) -> str | None:
     observed = ctx.observed
-    like = [e for e in ctx.allowed if e.outcome == observed.outcome and e.effects == observed.effects]
+    like = [e for e in ctx.allowed
+            if e.outcome == observed.outcome and e.effects == observed.effects]
     if like:
         # The states allowed with this outcome and these effects, not the canonical one: that
         # may be another outcome's, and equal to the state observed (a confusing "X != X").

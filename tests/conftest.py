@@ -30,10 +30,10 @@ def deadline_seconds() -> float:
         seconds = float(raw) if raw.strip() else DEFAULT_DEADLINE
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0:  # also catches nan
-        raise pytest.UsageError(f"{DEADLINE_ENV}={raw!r}: expected a number of seconds >= 0")
+    if not 0 <= seconds < float("inf"):  # also catches nan
+        raise pytest.UsageError(
+            f"{DEADLINE_ENV}={raw!r}: expected a finite number of seconds >= 0")
     return seconds
-
 
 
 def pytest_configure(config):

@@ -124,22 +124,31 @@ class LangGraphCase(Case):
             (how == "forged" and method == "drophead")  # tamper.tamper's other ways
         if info is not None and tip is not None and saver in ("sqlite", "memory") \
                 and part is None and not replaced:
-            at = d.config_src(d._config(thread, info["lg"], tip))
-            # What tamper.tamper writes: the forged content, or the invalid one it makes of the
-            # state it reads.
-            done, answers = (tampering.invalid_content(*d.read(thread)[:2]) if how == "invalid"
-                             else (forged or ([], {}))[:2])
-            mem = "_in_memory" if saver == "memory" else ""
-            state = {"done": list(done), "answers": dict(answers)}
-            if how == "corrupt":
-                source = f"corrupt{mem}({at})"
-            elif self.spec["api"] == "graph":
-                source = f"forge{mem}({at}, {state!r})"
-            elif self._finished(info, tip):
-                source = f"forge{mem}({at}, {{'__end__': {state!r}}})"
-            else:
-                source = f"forge_results{mem}({at}, {list(done)!r}, {dict(answers)!r})"
+            # The call log must never change what the tamper does: a store these reads cannot
+            # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
+            # the tamper itself says what it makes of that store.
+            try:
+                source = self._tamper_call(thread, how, forged, info, tip)
+            except Exception:  # noqa: BLE001
+                pass
         d.record(source)
+
+    def _tamper_call(self, thread: str, how: str, forged, info, tip) -> str:
+        d, saver = self.driver, self.spec["saver"]
+        at = d.config_src(d._config(thread, info["lg"], tip))
+        # What tamper.tamper writes: the forged content, or the invalid one it makes of the
+        # state it reads.
+        done, answers = (tampering.invalid_content(*d.read(thread)[:2]) if how == "invalid"
+                         else (forged or ([], {}))[:2])
+        mem = "_in_memory" if saver == "memory" else ""
+        state = {"done": list(done), "answers": dict(answers)}
+        if how == "corrupt":
+            return f"corrupt{mem}({at})"
+        if self.spec["api"] == "graph":
+            return f"forge{mem}({at}, {state!r})"
+        if self._finished(info, tip):
+            return f"forge{mem}({at}, {{'__end__': {state!r}}})"
+        return f"forge_results{mem}({at}, {list(done)!r}, {dict(answers)!r})"
 
     def _finished(self, info, tip) -> bool:
         """The functional API keeps a finished run's state in its ``__end__`` channel, an

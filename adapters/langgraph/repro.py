@@ -384,7 +384,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps=tuple(steps),
         check=check,
         stdlib={"sqlite": ("os", "sqlite3"), "postgres": ("atexit", "os")}.get(options["saver"], ())
-        + (("multiprocessing",) if forced else ()) + (("functools",) if checkpoint in readers else ()),
+        + (("multiprocessing",) if forced else ())
+        + (("functools",) if checkpoint in readers else ()),
     ).source()
 
 

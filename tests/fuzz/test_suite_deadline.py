@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CONFTEST = Path(__file__).resolve().parent.parent / "conftest.py"
 
 HANGS = '''
@@ -38,7 +40,9 @@ def test_a_test_that_never_returns_ends_the_run_with_its_stack(tmp_path):
     assert "in test_that_never_returns" in done.stderr  # the stack names the test
 
 
-def test_a_bad_deadline_is_a_one_line_usage_error(tmp_path):
-    done = _pytest(tmp_path, "soon")
+@pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan"])
+def test_a_bad_deadline_is_a_one_line_usage_error(tmp_path, value):
+    done = _pytest(tmp_path, value)
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
-    assert "RESUMEFUZZ_TEST_DEADLINE='soon': expected a number of seconds >= 0" in done.stderr
+    expected = f"RESUMEFUZZ_TEST_DEADLINE={value!r}: expected a finite number of seconds >= 0"
+    assert expected in done.stderr

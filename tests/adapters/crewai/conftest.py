@@ -59,8 +59,6 @@ def harness(adapter, tmp_path):
     tempfile.tempdir = saved[4]
 
 
-
-
 _STATUS: dict[str, int] = {}
 
 
@@ -76,6 +74,7 @@ def pytest_unconfigure(config):
     if alive:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.write(2, (f"resumefuzz: {len(alive)} CrewAI call(s) given up on are still blocked; the "
-                     "process ends without the interpreter's exit, which would join them\n").encode())
+        os.write(2, (f"resumefuzz: {len(alive)} CrewAI call(s) given up on are still blocked; "
+                     "the process ends without the interpreter's exit, which would join them\n"
+                     ).encode())
         os._exit(_STATUS.get("exit", 1))

@@ -89,7 +89,8 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
     ("sqlite-func-sync-head-update", "LostUpdate-*.json", "HOLD.wait("),
     ("sqlite-graph-sync-head-update-pydantic", "InvalidPersist-*.json", "class State(BaseModel)"),
     ("postgres-graph-sync-head-update", "InvalidPersist-*.json", "PostgresSaver(conn)"),
-    ("postgres-func-sync-head-update", "LostUpdate-*.json", "HeldPostgresSaver(postgres_saver().conn)"),
+    ("postgres-func-sync-head-update", "LostUpdate-*.json",
+     "HeldPostgresSaver(postgres_saver().conn)"),
 ])
 def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, folder, pattern,
                                                           needle):
@@ -113,7 +114,8 @@ def _forged_entry(folders: str, before: str):
         at = next((i for i, op in enumerate(ops) if op.name == "tamper" and op.how == "forged"), 0)
         runs = [i for i in range(at) if (getattr(ops[i], "new_thread", "") or ops[i].thread)
                 == ops[at].thread and ops[i].name != "query"]
-        if trace.status == "FAILED" and runs and before in (None, trace.observations[runs[-1]].outcome):
+        last = trace.observations[runs[-1]].outcome if runs else None
+        if trace.status == "FAILED" and runs and before in (None, last):
             return trace
     pytest.fail(f"no FAILED forged InvalidPersist entry under {folders} after {before!r}")
 
