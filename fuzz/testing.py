@@ -15,7 +15,8 @@ from .internal.hooks import EngineHooks
 from .internal.ledger import Ledger
 from .internal.worker import injected
 
-__all__ = ["InProcessCase", "allowed_resume_trace", "check_standalone", "injected"]
+__all__ = ["InProcessCase", "allowed_resume_trace", "check_standalone", "defect_entries",
+           "injected"]
 
 
 class InProcessCase:
@@ -69,6 +70,23 @@ def allowed_resume_trace(trace):
     return trace.with_(workflow=wf, operations=(Start("t0"), Resume("t0", value="a")),
                        observations=(start, wrong),
                        finding=replace(trace.finding, category="Unclassified", step=1))
+
+
+def defect_entries(corpus: Path, op: str) -> list[Path]:
+    """The entries under ``corpus`` recorded FAILED with a defect (✗, not a documented
+    deviation) whose finding is at an ``op`` operation, by path: the reproduction tests of
+    every adapter pick their witness of a kind of operation here, not by fingerprint (the
+    minimizer may rewrite entries)."""
+    from .trace import load_trace
+
+    out = []
+    for path in sorted(Path(corpus).rglob("*.json")):
+        trace = load_trace(path)
+        if (trace.status == "FAILED" and trace.finding is not None
+                and trace.finding.verdict == "✗"
+                and trace.operations[trace.finding.step].name == op):
+            out.append(path)
+    return out
 
 
 # Our vocabulary, which a reproduction script must not carry below its docstring: thread ids,

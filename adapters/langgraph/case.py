@@ -119,11 +119,8 @@ class LangGraphCase(Case):
         part, another saver, a truncation of the file nor the drop of the newest checkpoint."""
         d, source = self.driver, "<unknown: not expressible in a script>"
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
-        saver, method = self.spec["saver"], self.spec["tamper"]
-        replaced = (how == "corrupt" and method in ("trunchalf", "trunczero")) or \
-            (how == "forged" and method == "drophead")  # tamper.tamper's other ways
-        if info is not None and tip is not None and saver in ("sqlite", "memory") \
-                and part is None and not replaced:
+        if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "memory") \
+                and part is None and not tampering.rewrites_whole(how, self.spec["tamper"]):
             # The call log must never change what the tamper does: a store these reads cannot
             # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
             # the tamper itself says what it makes of that store.

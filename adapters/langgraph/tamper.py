@@ -47,6 +47,17 @@ def invalid_content(done: list, answers: dict) -> tuple[list, dict]:
     return list(done) + [INVALID], dict(answers)
 
 
+TRUNCATIONS = ("trunchalf", "trunczero")
+
+
+def rewrites_whole(how: str, method: str) -> bool:
+    """Whether the variant's tamper ``method`` does ``how`` another way than by editing the
+    checkpoint's content: truncating the SQLite file (a ``corrupt``) or dropping the newest
+    checkpoint (a ``forged``)."""
+    return ((how == "corrupt" and method in TRUNCATIONS)
+            or (how == "forged" and method == "drophead"))
+
+
 def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str:
     """Apply ``how`` to ``h``'s tip; ``method`` is the variant's tamper option.  Returns a
     line saying what was done (for the repro script and the logs).
@@ -63,15 +74,15 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     lg = info["lg"]
     if store.kind == "custom":  # bring your own store: only its author's tamper
         return store.tamper(lg, tip, how, part)
-    if how == "corrupt" and method in ("trunchalf", "trunczero"):
-        return truncate_sqlite(store, half=method == "trunchalf")
     raw = RAW[store.kind](store)
+    if rewrites_whole(how, method):
+        if how == "corrupt":
+            return truncate_sqlite(store, half=method == "trunchalf")
+        raw.drop(lg, tip)
+        return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"
     if how == "corrupt":
         raw.corrupt(lg, tip)
         return f"corrupt: checkpoint {tip} and its writes now hold {GARBAGE[:2].hex()}... bytes"
-    if how == "forged" and method == "drophead":
-        raw.drop(lg, tip)
-        return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"
     done, answers, current = driver.read(h)
     if how == "invalid":
         done, answers = invalid_content(done, answers)

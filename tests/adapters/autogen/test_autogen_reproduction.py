@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import reprocheck
-from fuzz.testing import allowed_resume_trace, check_standalone
+from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
 from fuzz.trace import load_trace
 
 from conftest import variant_named
@@ -67,13 +67,9 @@ def test_repro_of_what_autogen_gets_right_exits_0(adapter):
 
 
 def _entry(op: str):
-    """The first FAILED entry (✗, not a documented deviation) whose last operation is ``op``."""
-    for path in sorted(CORPUS.rglob("*.json")):
-        trace = load_trace(path)
-        if (trace.status == "FAILED" and trace.finding.verdict == "✗"
-                and trace.operations[trace.finding.step].name == op):
-            return path
-    raise AssertionError(f"no FAILED ✗ entry ending in {op} left in the corpus")
+    found = defect_entries(CORPUS, op)
+    assert found, f"no FAILED ✗ entry ending in {op} left in the corpus"
+    return found[0]
 
 
 def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):

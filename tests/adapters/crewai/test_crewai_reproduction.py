@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from fuzz.testing import check_standalone
+from fuzz.testing import check_standalone, defect_entries
 from crewai_test_support import HERE, PYTHON, require_crewai
 
 require_crewai()
@@ -91,13 +91,9 @@ def test_what_crewai_gets_right_exits_0(tmp_path):
 def test_a_stale_resume_is_the_same_from_pending_call_again(tmp_path):
     """The handle of a ``@persist`` flow is its flow id: answering through it again is
     ``from_pending(id).resume(v)`` once more, which the script makes and checks."""
-    from fuzz.trace import load_trace
-
-    entry = next((p for p in sorted(CORPUS.rglob("*.json")) if (t := load_trace(p)).status
-                  == "FAILED" and t.finding.verdict == "✗"
-                  and t.operations[t.finding.step].name == "stale_resume"), None)
-    assert entry is not None, "no FAILED ✗ entry ending in stale_resume left in the corpus"
-    checked, script = report(entry, tmp_path)
+    found = defect_entries(CORPUS, "stale_resume")
+    assert found, "no FAILED ✗ entry ending in stale_resume left in the corpus"
+    checked, script = report(found[0], tmp_path)
     assert checked["checked"] and (checked["reproduced"], checked["runs"]) == (1, 1), script
     assert "through the handle obtained while task" in script
     assert script.count(".resume('") >= 2

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fuzz import reprocheck
-from fuzz.testing import check_standalone
+from fuzz.testing import check_standalone, defect_entries
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
@@ -159,9 +159,8 @@ def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, v
 def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter, variant):
     """The fuzzer recovers the original store, then a copy taken before the call: a finding on
     the first needs only a plain recovery, which the script says it is."""
-    found = [t for t in map(load_trace, sorted(CORPUS.rglob("*.json")))
-             if t.status == "FAILED" and t.operations[t.finding.step].name == "twin_recover"
-             and not t.variant.startswith("store-")]
+    found = [t for t in map(load_trace, defect_entries(CORPUS, "twin_recover"))
+             if not t.variant.startswith("store-")]
     for trace in found:
         repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
         if repro.checked:
