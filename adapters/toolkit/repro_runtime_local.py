@@ -1,9 +1,11 @@
 """The smaller runtime of a script that needs less: same names, fewer lines.
 
-- The effect log of a script that never kills a process: a list in memory.  Same names as in
-  ``repro_runtime`` (``effect``, ``effects``), so a workflow definition works with either; a
-  script with a SIGKILL takes the SQLite log of ``repro_runtime`` instead, which survives the
-  process.
+- The effect log of a script that never kills a process: a list in memory, ``EFFECTS``, read
+  directly (the glue reads ``EFFECTS`` where a script with the SQLite log calls ``effects()``;
+  ``effects`` is pasted only for the ``repro_runtime`` functions that call it).
+  ``effect`` has the same name as in ``repro_runtime``, so a workflow definition works with
+  either; a script with a SIGKILL takes the SQLite log of ``repro_runtime`` instead, which
+  survives the process.
 - ``observe`` for a script with no crash point, and ``crash_point`` for one whose crash points
   all raise at a task's own moment (no SIGKILL, no "after it completed", which ``repro_runtime``'s
   handles by dying when the next task starts): a step sets ``CRASH = (task, moment)`` itself.
@@ -19,12 +21,14 @@ def effect(task, value):
     EFFECTS.append((task, value))
 
 
-effects = EFFECTS.copy  # every effect fired so far, in order, as ``(task, value)``
+# For the functions of ``repro_runtime`` a script without a SIGKILL may still take (the
+# ``observe`` that tells a crash point from a refusal, ``observe_crashing``): they call it.
+effects = EFFECTS.copy
 
 
 def observe(call):
     """Run ``call()``, which returns the run's outcome; return it and the effects fired."""
-    before = len(effects())
+    before = len(EFFECTS)
     try:
         status = call()
     except (NameError, ImportError):  # a mistake in this script, not the framework's answer
@@ -32,7 +36,7 @@ def observe(call):
     except Exception as exc:  # the framework refused
         status = "rejected"
         print(f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    return status, effects()[before:]
+    return status, EFFECTS[before:]
 
 
 def crash_point(task, moment):

@@ -63,13 +63,25 @@ def step_of(evidence, i: int, calls, *, note: str = "", **extra) -> Step:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     """What the diverging step must show: ``aspect`` is ``outcome``, ``effects`` (the
-    ``(task, value)`` rows it fired, sorted) or ``state`` (``state_src`` evaluated after it)."""
+    ``(task, value)`` rows it fired, sorted), ``state`` (``state_src`` evaluated after it) or
+    ``joint``: the three together, ``(outcome, rows, state)``, where each alone matches some
+    allowed observation but no allowed observation matches all three."""
 
     aspect: str
     allowed: tuple
     expected: str
     observed: str
     state_src: str = ""
+
+    @property
+    def reads_outcome(self) -> bool:
+        """Does the script need the step's outcome (``status``)?"""
+        return self.aspect in ("outcome", "joint")
+
+    @property
+    def reads_state(self) -> bool:
+        """Does the script read the stored state after the step (``state_src``)?"""
+        return self.aspect in ("state", "joint")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,23 +100,40 @@ class Script:
     # not survive a fork, so that the process that forks racers or crashing calls runs nothing.
     isolated: bool = False
 
+    def _killed(self) -> bool:
+        """Does a process die or several share the effect log (a SIGKILL, a race, isolated
+        steps)?  Then the log is the SQLite file of ``repro_runtime``, read with ``effects()``;
+        otherwise the list ``EFFECTS`` of ``repro_runtime_local``."""
+        return self.isolated or any(s.racers or (s.crash and s.crash[2] == "sigkill")
+                                    for s in self.steps)
+
+    def _log(self) -> str:
+        return "effects()" if self._killed() else "EFFECTS"
+
     def source(self) -> str:
         crashes = [s.crash for s in self.steps if s.crash]
         raced = any(s.racers for s in self.steps)
-        killed = raced or self.isolated or any(c[2] == "sigkill" for c in crashes)
+        killed = self._killed()
+        workflow_src = _used_crash_points(self.workflow_src, crashes)
         names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else []),
                               *(["contextvars"] if self.fresh_context else [])}
-        if killed or "WORKDIR" in self.workflow_src:
+        if killed or "WORKDIR" in workflow_src:
             names.append("WORKDIR")
             imports |= {"os", "tempfile"}
         if killed:  # the effect log must survive the process (or be shared by several): SQLite
             names += ["EFFECTS", "effect", "effects"]
             imports.add("sqlite3")
         else:
-            names += ["local:EFFECTS", "local:effect", "local:effects"]
-        crashing = bool(crashes) or "crash_point(" in self.workflow_src
+            names += ["local:EFFECTS", "local:effect"]
+        crashing = bool(crashes) or "crash_point(" in workflow_src
+        # The ``observe`` of ``repro_runtime`` (it tells "crashed" from "rejected" and reads the
+        # SQLite log) where a process dies or several share the log, where the checked step
+        # crashes, and where ``observe_crashing`` calls it; elsewhere a crashing step's status
+        # is never looked at, and the list's ``observe`` does.
+        telling = killed or (crashes and not self._raising_only()) or any(
+            s.crash and s.observed and self.check.reads_outcome for s in self.steps)
         if raced or any(map(self._observes, self.steps)):
-            names += ["observe" if crashing else "local:observe"]
+            names += ["observe" if telling else "local:observe"]
         names += ["verdict"]
         if crashing and self._raising_only():
             names += ["CRASH", "Crash", "local:crash_point"]
@@ -113,6 +142,8 @@ class Script:
             imports |= {"os", "signal"}
         if crashes and not self._raising_only():
             names.append("observe_crashing")
+        if not killed and {"observe", "observe_crashing"} & set(names):
+            names.insert(names.index("local:effect") + 1, "local:effects")  # what they call
         if self.isolated or any(c[2] == "sigkill" for c in crashes):
             names.append("in_child")
         if raced:
@@ -121,7 +152,7 @@ class Script:
         body = [f'"""{self.header.strip()}"""', "import " + ", ".join(sorted(imports)),
                 *self.imports]
         body += [snippet(name) for name in names]
-        body += [self.workflow_src.strip()]
+        body += [workflow_src.strip()]
         for i, step in enumerate(self.steps, 1):
             body += self._step(i, step)
         body += [f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
@@ -163,17 +194,20 @@ class Script:
             calls = list(step.calls)
             if self.fresh_context and not self.asynchronous and len(calls) == 1 and _is_expression(calls[0]):
                 calls = [f"contextvars.copy_context().run(lambda: {calls[0]})"]
+            elif self.asynchronous and not self.fresh_context and self._plain(calls):
+                pass  # awaits nothing: straight lines, no ``async def`` to run it
             elif self.asynchronous or self.fresh_context:
                 lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
                           *(f"    {c}" for c in calls)]
                 calls = [f"asyncio.run(step_{i}())" if self.asynchronous
                          else f"contextvars.copy_context().run(step_{i})"]
             if step.observed:  # the effects it fires are all the check needs
-                return lines + ["before = len(effects())", *calls, "fired = effects()[before:]"]
+                log = self._log()
+                return lines + [f"before = len({log})", *calls, f"fired = {log}[before:]"]
             return lines + calls
         calls = list(step.calls) or ["pass"]
         sigkill = (step.crash is not None and step.crash[2] == "sigkill") or self.isolated
-        if step.observed and self.check.aspect == "outcome":
+        if step.observed and self.check.reads_outcome:
             calls = _returning(calls)
         if sigkill:
             lines += [f"def step_{i}():", *(f"    {c}" for c in step.child_setup)]
@@ -182,22 +216,42 @@ class Script:
             if not step.observed:
                 return lines + [run]
             return lines + ["before = len(effects())", f"status = {run}", "fired = effects()[before:]"]
-        lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
-                  *(f"    {c}" for c in calls)]
         target = "status, fired = " if step.observed else ""
-        call = (f"lambda: asyncio.run(step_{i}())" if self.asynchronous else
-                f"lambda: contextvars.copy_context().run(step_{i})" if self.fresh_context
-                else f"step_{i}")
+        one = None if self.fresh_context else _one_expression(calls, self.asynchronous)
+        if one is not None:  # one expression: a lambda, no function to name
+            call = f"lambda: {one}"
+        else:
+            lines += [f"{'async ' if self.asynchronous else ''}def step_{i}():",
+                      *(f"    {c}" for c in calls)]
+            call = (f"lambda: asyncio.run(step_{i}())" if self.asynchronous else
+                    f"lambda: contextvars.copy_context().run(step_{i})" if self.fresh_context
+                    else f"step_{i}")
         if crash and self._raising_only():
             return lines + [f"CRASH = {spot[:2]!r}", f"{target}observe({call})", "CRASH = None"]
         run = f"observe_crashing({call}, {crash})" if crash else f"observe({call})"
         lines.append(target + run)
         return lines
 
+    def _plain(self, calls: list) -> bool:
+        """Can an asynchronous step's ``calls`` run as straight lines at the top of the script:
+        they await nothing, and no name they assign is one the workflow definition or the
+        runtime binds (a step's own variables, ``p`` say, may outlive it there: harmless)?  (A
+        call that needs a running event loop without awaiting would fail there: the script's
+        verification shows it, as a script that does not reproduce.)"""
+        try:
+            tree = ast.parse("\n".join(calls))
+        except SyntaxError:  # the header of a block ("async with ...:")
+            return False
+        if any(isinstance(n, (ast.Await, ast.AsyncWith, ast.AsyncFor)) for n in ast.walk(tree)):
+            return False
+        assigned = {n.id for n in ast.walk(tree)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return not assigned & (_top_level_names(self.workflow_src) | _RUNTIME_NAMES)
+
     def _observes(self, step: Step) -> bool:
         """Does the step run through ``observe`` (it may raise, or its outcome is checked)?"""
         return bool(step.crash or step.guarded or self.isolated
-                    or (step.observed and self.check.aspect == "outcome"))
+                    or (step.observed and self.check.reads_outcome))
 
     def _check(self) -> list:
         c = self.check
@@ -207,7 +261,74 @@ class Script:
         if c.aspect == "effects":  # lists of (task, value) tuples, as the script's log has them
             rows = [sorted(map(tuple, a), key=repr) for a in c.allowed]
             return [f"verdict('effects fired', sorted(fired, key=repr), {sorted(rows, key=repr)!r})"]
+        if c.aspect == "joint":
+            return ["verdict('outcome, effects fired and stored state', "
+                    f"(status, sorted(fired, key=repr), {c.state_src}), {_joint(c.allowed)!r})"]
         return [f"verdict('stored state', {c.state_src}, {allowed})"]
+
+
+_CRASH_LINE = re.compile(r'^\s*crash_point\([^,()]+, "(?P<moment>[a-z ]+)"\)\s*$')
+
+
+def _used_crash_points(src: str, crashes: list) -> str:
+    """``src`` without the ``crash_point(task, moment)`` lines of moments no step crashes at: a
+    crash "after it completed" fires at the next task's "before its effect" point, so it keeps
+    those.  Unchanged if removing them would leave the source invalid (an emptied block)."""
+    used = {MOMENTS[c[1]] for c in crashes}
+    if "after it completed" in used:
+        used.add("before its effect")
+    kept = [line for line in src.splitlines()
+            if not ((m := _CRASH_LINE.match(line)) and m["moment"] not in used)]
+    out = "\n".join(kept)
+    try:
+        ast.parse(out)
+    except SyntaxError:
+        return src
+    return out
+
+
+# Names the runtime may define at the top of a script: a straight-line step must not rebind them.
+_RUNTIME_NAMES = {"WORKDIR", "EFFECTS", "CRASH", "Crash", "effect", "effects", "observe", "verdict",
+                  "crash_point", "observe_crashing", "in_child", "race", "status", "fired",
+                  "before", "asyncio", "contextvars", "sys", "os"}
+
+
+def _top_level_names(src: str) -> set:
+    """The names ``src`` (a workflow definition) binds at its top level."""
+    names = set()
+    for node in ast.parse(src).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        else:
+            names |= {n.id for n in ast.walk(node)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def _one_expression(calls: list, asynchronous: bool) -> str | None:
+    """A step that is one expression (``return`` of one, after ``_returning``) as the expression
+    a ``lambda`` returns.  ``None`` when the step is more than that, or asynchronous: taken out
+    of its coroutine, the expression's other calls would run with no event loop (LlamaIndex's
+    ``wf.run()`` needs one)."""
+    if asynchronous or len(calls) != 1:
+        return None
+    text = calls[0].strip()
+    try:
+        node = ast.parse(text).body[0]
+    except SyntaxError:
+        return None
+    if not isinstance(node, (ast.Expr, ast.Return)) or node.value is None:
+        return None
+    return text.removeprefix("return ") if isinstance(node, ast.Return) else text
+
+
+def _joint(allowed) -> list:
+    """A joint check's allowed ``(outcome, rows, state)`` as the script compares them: rows as
+    sorted lists of ``(task, value)`` tuples, like the script's effect log."""
+    return sorted(((o, sorted(map(tuple, rows), key=repr), state) for o, rows, state in allowed),
+                  key=repr)
 
 
 def _is_expression(src: str) -> bool:
@@ -278,6 +399,14 @@ def without_docstring(source: str) -> str:
     if len(node.body) == 1:
         rest.insert(doc.lineno - 1, lines[doc.lineno - 1][: doc.col_offset] + "pass")
     return "\n".join(rest).rstrip()
+
+
+def without_bad_output(source: str) -> str:
+    """``source`` with the task bodies' out-of-schema output (``"<bad>" if t == BAD_OUTPUT else
+    t``) written as plain ``t``: for a trace in which no task writes one (no ``BAD_OUTPUT`` to
+    set either)."""
+    bad = '"<bad>" if t == BAD_OUTPUT else t'
+    return source.replace(f"({bad}),", "t,").replace(bad, "t")
 
 
 def without_lines(source: str, marker: str, extra: int = 0) -> str:
@@ -382,10 +511,13 @@ def effect_rows(observation) -> list:
     return sorted(((t, v) for _, t, v in observation.effects), key=repr)
 
 
-def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) -> Check | None:
+def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True,
+              joint: bool = False) -> Check | None:
     """The one aspect of the diverging step that tells the observation apart from every allowed
     one, simplest first: the outcome (unless the script cannot tell it, as in a race), the
-    effects fired, the stored state (when the script can read it).  ``None`` when none can (a stuck run: the script would hang)."""
+    effects fired, the stored state (when the script can read it); with ``joint`` (an adapter
+    whose script supports it), last, the three together.  ``None`` when none can (a stuck run:
+    the script would hang)."""
     observed, allowed = evidence.observed[evidence.step], evidence.allowed
     if observed.outcome == "stuck" or not allowed:
         return None
@@ -414,7 +546,20 @@ def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True) 
         return Check(aspect="state", allowed=tuple(states),
                      expected="stored afterwards: " + say(states, stored),
                      observed="stored afterwards: " + stored(mine))
-    return None
+    # Each aspect alone matches some allowed observation: the three together may not.  Only
+    # where every allowed observation has a compared state (an uncompared one allows any).
+    if not (joint and outcome_readable and state_readable and mine is not None
+            and all(a.state is not None for a in allowed)):
+        return None
+    triples = list({json.dumps(t, sort_keys=True): t for t in (
+        (a.outcome, [list(r) for r in effect_rows(a)], state_value(a.state))
+        for a in allowed)}.values())
+    if (observed.outcome, [list(r) for r in rows], mine) in triples:
+        return None
+    words = lambda o, r, st: f"the call {OUTCOME_WORDS[o]}, {ran(r)}; {stored(st)}"  # noqa: E731
+    return Check(aspect="joint", allowed=tuple(triples),
+                 expected=" or ".join(words(*t) for t in triples),
+                 observed=words(observed.outcome, rows, mine))
 
 
 def header(framework: str, description: str, evidence, pins: str) -> str:

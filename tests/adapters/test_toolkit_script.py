@@ -87,7 +87,9 @@ def test_an_exception_crash_point_is_observed_as_crashed(tmp_path):
     source = compose(False, crash=(1, "before_effect", "exception"), aspect="outcome")
     # Every crash point raises at a task's own moment: the three-line crash_point, set by
     # the step itself, and no observe_crashing.
-    assert "CRASH = (1, 'before its effect')\nstatus, fired = observe(step_2)\nCRASH = None" in source
+    # A step of one expression is a lambda, with no function to name.
+    assert ("CRASH = (1, 'before its effect')\nstatus, fired = observe(lambda: outcome(run('run-1')))"
+            "\nCRASH = None") in source
     assert "observe_crashing" not in source and "os.kill" not in source
     proc = run(source, tmp_path)
     # Task 1 already ran in the first call: the crash point is never reached, the run completes.
@@ -221,3 +223,111 @@ def test_runtime_snippets_leave_our_comment_lines_out():
     # observe's comments explain the runtime to us; the script's reader has the names.
     assert not any(line.lstrip().startswith("#") for line in snippet("observe").splitlines())
     assert snippet("local:effects") == "effects = EFFECTS.copy"
+
+
+# A workflow whose task has a plain crash point at each moment (the adapters' spelling).
+PLAIN_POINTS = textwrap.dedent('''
+    def run(thread):
+        for t in (1, 2):
+            crash_point(t, "before its effect")
+            effect(t, None)
+            crash_point(t, "after its effect")
+        return "completed"
+    def outcome(result):
+        return result
+''')
+
+
+def _plain_script(crash, *, asynchronous=False, calls=("run('run-1')",), workflow=PLAIN_POINTS):
+    return Script(
+        header="Each task fires once.", imports=(), workflow_src=workflow,
+        steps=(Step(comment="Prepare", calls=calls),
+               Step(comment="Run", calls=("run('run-1')",), crash=crash, observed=True)),
+        check=Check(aspect="effects", allowed=([[1, None], [2, None]],), expected="each once",
+                    observed="other"),
+        asynchronous=asynchronous,
+    ).source()
+
+
+def test_crash_points_of_moments_no_step_uses_are_left_out(tmp_path):
+    # No crash at all: no crash point, no CRASH, no Crash; the list log's observe is not needed.
+    none = _plain_script(None)
+    assert "crash_point" not in none and "CRASH" not in none and "effects = " not in none
+    # One crash before the effect: only that point stays.
+    before = _plain_script((1, "before_effect", "exception"))
+    assert 'crash_point(t, "before its effect")' in before
+    assert 'crash_point(t, "after its effect")' not in before
+    # A task that dies "after it completed" dies at the next task's "before its effect" point.
+    after = _plain_script((1, "after_commit", "exception"))
+    assert 'crash_point(t, "before its effect")' in after
+    assert 'crash_point(t, "after its effect")' not in after
+    for source in (none, before, after):
+        assert run(source, tmp_path).returncode in (0, 1)  # it runs; the verdict is its own
+
+
+def test_a_crash_point_whose_removal_would_empty_a_block_stays():
+    line = '        crash_point(t, "after its effect")\n'
+    assert line in PLAIN_POINTS
+    workflow = PLAIN_POINTS.replace(line, "        if t:\n    " + line)
+    assert 'crash_point(t, "after its effect")' in _plain_script(None, workflow=workflow)
+
+
+def test_an_asynchronous_step_that_awaits_nothing_is_straight_lines(tmp_path):
+    source = _plain_script(None, asynchronous=True, calls=("x = 1", "run('run-1')"))
+    assert "# 1. Prepare\nx = 1\nrun('run-1')\n" in source and "step_1" not in source
+    # A name the workflow defines is never rebound at the top of the script: wrapped.
+    shadowing = _plain_script(None, asynchronous=True, calls=("outcome = 1", "run('run-1')"))
+    assert "async def step_1():\n    outcome = 1" in shadowing
+    assert run(source, tmp_path).returncode == 0
+
+
+def test_an_asynchronous_step_of_one_expression_keeps_its_coroutine():
+    # Out of its coroutine, the expression's other calls would run with no event loop.
+    source = Script(
+        header="h", imports=(), workflow_src="async def go():\n    return 'completed'\n"
+        "def outcome(r):\n    return r",
+        steps=(Step(comment="Go", calls=("await go()",), observed=True),),
+        check=Check(aspect="outcome", allowed=("completed",), expected="e", observed="o"),
+        asynchronous=True,
+    ).source()
+    assert ("async def step_1():\n    return outcome(await go())\n"
+            "status, fired = observe(lambda: asyncio.run(step_1()))") in source
+
+
+def test_a_joint_check_when_each_aspect_alone_matches_some_allowed_observation(tmp_path):
+    """AutoGen's crash after a task completed: the observed run crashed having fired task 1
+    (like one allowed observation) but stored nothing (like the two others): no single aspect
+    tells it apart; the three together do, and only where the adapter asks for it."""
+    wf = Workflow(1, {1}, ("a", "b"))
+    asked = StateView.of(wf, [], {}, 1)
+    start = Observation("interrupted", (), asked)
+    allowed = (Observation("rejected", (), asked), Observation("interrupted", (), asked),
+               Observation("crashed", (("t0", 1, "a"),), StateView.of(wf, [1], {1: "a"}, None)))
+    observed = Observation("crashed", (("t0", 1, "a"),), asked)
+    evidence = Evidence(ops=(Start("t0"), Recover("t0")), calls=((), ()),
+                        observed=(start, observed), step=1, allowed=allowed)
+    assert check_for(evidence, state_readable=True) is None
+    check = check_for(evidence, state_readable=True, joint=True)
+    assert check.aspect == "joint" and check.reads_outcome and check.reads_state
+    assert check.observed == ("the call dies at the crash point, task 1 ran with 'a'; tasks done: "
+                              "none; the interrupt of task 1 pending")
+    # An allowed observation whose state is not compared allows any state: no joint check.
+    loose = Evidence(ops=evidence.ops, calls=evidence.calls, observed=evidence.observed, step=1,
+                     allowed=(*allowed[:2], Observation("crashed", (("t0", 1, "a"),), None)))
+    assert check_for(loose, state_readable=True, joint=True) is None
+    # The script compares the three at once: the observed triple is a defect, an allowed one not.
+    for state, status in (("{'done': [], 'answers': {}, 'pending': 1}", 1),
+                          ("{'done': [1], 'answers': {'1': 'a'}, 'pending': None}", 0)):
+        source = Script(
+            header="h", imports=(),
+            workflow_src="def go():\n    effect(1, 'a')\n    crash_point(1, \"after its effect\")\n"
+                         "def outcome(r):\n    return r",
+            steps=(Step(comment="Go", calls=("go()",), observed=True,
+                        crash=(1, "in_flight", "exception")),),
+            check=Check(aspect="joint", allowed=check.allowed, expected="e", observed="o",
+                        state_src=state),
+        ).source()
+        # The checked step crashes: the observe that tells "crashed" from "rejected".
+        assert "observe(lambda: outcome(go()))" in source and '"crashed" if crashed' in source
+        proc = run(source, tmp_path)
+        assert proc.returncode == status, proc.stdout + proc.stderr
