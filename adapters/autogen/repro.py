@@ -283,7 +283,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
     ops = evidence.ops[: evidence.step + 1]
     if any(op.name not in SUPPORTED_OPS or (op.name == "tamper" and op.how != "forged") for op in ops):
         return None
-    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
+    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race",
+                      joint=True)
     if check is None:
         return None
     steps, sqlite_store = [], options["store"] == "sqlite"
@@ -300,7 +301,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         if op.name == "query":
             calls = []  # a read: the check does it
         last = i == evidence.step
-        if last and check.aspect == "outcome":
+        if last and check.reads_outcome:
             if any(c.lstrip().startswith("result = ") for c in calls):
                 calls = calls + ["outcome(result)"]
             else:  # the runner loaded the state, found nothing asking, and did not run the team
@@ -308,7 +309,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
                                  "outcome(None)"]
         steps.append(step_of(evidence, i, calls,
                              note=" (here: every racer loads the saved state before any saves)" if op.name == "race" else ""))
-    if check.aspect == "state":
+    if check.reads_state:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     every = "\n".join(c for s in steps for c in s.calls)
@@ -338,7 +339,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if build is build_chain_team:  # every task is a plain task: no kind to tell
         agent = agent.replace(', kind="task"', "").replace("self.t, self.kind = t, kind",
                                                            "self.t = t")
-    loads = "load(" in every or check.aspect == "state"
+    loads = "load(" in every or check.reads_state
     store = [save_sqlite, *([load_sqlite] if loads else [])] if sqlite_store else [
         save_json, *([load_json] if loads else [])]
     if "overwrite(" in every and sqlite_store:
@@ -351,8 +352,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
     parts = [_source(TaskOutput), agent, *([_source(SwarmTask)] if shape == "handoff" else []),
              *(source_as(f, name) for f, name in named.items()),
              _source(*([rewrite] if "rewrite(" in every else []),
-                     *([outcome] if check.aspect == "outcome" else []),
-                     *([read_state] if check.aspect == "state" else []))]
+                     *([outcome] if check.reads_outcome else []),
+                     *([read_state] if check.reads_state else []))]
     if "asks(" in "\n".join(parts) + every:  # what tells an asking message (not in a chain)
         parts.insert(-1 - len(named), _source(asks))
     glue = [*(["logging.getLogger('autogen_core').setLevel(logging.CRITICAL)  # it logs each crash"]

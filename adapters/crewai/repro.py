@@ -37,7 +37,14 @@ from crewai.state.checkpoint_config import CheckpointConfig
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import Script, check_for, header, step_of, without_docstring
+from adapters.toolkit.script import (
+    Script,
+    check_for,
+    header,
+    step_of,
+    without_bad_output,
+    without_docstring,
+)
 
 from . import sandbox
 from .case import ON_EVENTS
@@ -345,8 +352,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
             if not reads:
                 return None
             check = replace(check, state_src=reads[-1])
+    bad = any(s.bad_output is not None for s in steps)
     body = (task_body_crashing if any(s.crash for s in steps) else
-            task_body_bad_output if any(s.bad_output for s in steps) else task_body)
+            task_body_bad_output if bad else task_body)
     text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
     text += " " + check.state_src
     readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
@@ -366,7 +374,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     glue = [*([f"BARRIER = multiprocessing.Barrier({max(len(s.racers) for s in steps)})"
                "  # racers wait here until all have read"] if forced else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if body is not task_body and steps[0].bad_output is None else []),
+              if bad and steps[0].bad_output is None else []),
             flow_class(workflow, backend == "persist", body.__name__),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
               if "persistence" in text or read_state in readers else []),
@@ -379,12 +387,15 @@ def reproduction(variant, workflow, evidence) -> str | None:
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     if backend == "sqlite":
         pins += f" pysqlite3-binary=={versions.get('pysqlite3-binary', '0.5.4')}"
+    definitions = _source(WorkflowState, *([PendingProvider] if workflow.gates else []), body,
+                          *readers, backend=backend)
+    if not bad:  # a crashing body, and no task writes a value outside the schema
+        definitions = without_bad_output(definitions)
     return Script(
         header=header("CrewAI Flows", variant.description, evidence, pins),
         imports=(),  # after the environment is set: in the workflow part
         workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored),
-                                _source(WorkflowState, *([PendingProvider] if workflow.gates else []),
-                                        body, *readers, backend=backend), *glue]),
+                                 definitions, *glue]),
         steps=tuple(steps),
         check=check,
         stdlib=("os", "tempfile", *(["json"] if "read_checkpoint" in readers else []),

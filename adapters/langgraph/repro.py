@@ -31,6 +31,7 @@ import functools
 import inspect
 import operator
 import os
+import re
 import sqlite3
 from typing import Annotated, TypedDict
 
@@ -56,6 +57,7 @@ from adapters.toolkit.script import (
     header,
     step_of,
     thread_label,
+    without_bad_output,
     without_docstring,
 )
 
@@ -351,9 +353,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
             read = reads[-1] if reads else "None"
             check = _with_state(check, f"read_state({read})")
     build = build_graph if options["api"] == "graph" else build_entrypoint
+    bad = any(s.bad_output is not None for s in steps)
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if body is not task_body and steps[0].bad_output is None else []),
+              if bad and steps[0].bad_output is None else []),
             *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
               if forced else []),
             *(["DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables"]
@@ -374,18 +377,23 @@ def reproduction(variant, workflow, evidence) -> str | None:
     savers += held[options["saver"]] if forced else []
     workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
                               _source(*parts, body, build, *savers, *readers), *glue])
+    if not bad:  # a crashing body, and no task writes a value outside the schema
+        workflow_src = without_bad_output(workflow_src)
+    if not workflow.gates:
+        workflow_src = _gateless(workflow_src)
     pinned = PINNED + SAVER_PINNED.get(options["saver"], ())
     versions = {**installed_versions(pinned), **dict(evidence.versions)}
     return Script(
         header=header("LangGraph", variant.description, evidence,
                       " ".join(f"{d}=={versions[d]}" for d in pinned if d in versions)),
-        imports=_imports(options, "Command(" in calls),
+        imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates)),
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
         stdlib={"sqlite": ("os", "sqlite3"), "postgres": ("atexit", "os")}.get(options["saver"], ())
         + (("multiprocessing",) if forced else ())
-        + (("functools",) if checkpoint in readers else ()),
+        + (("functools",) if checkpoint in readers else ())
+        + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
     ).source()
 
 
@@ -421,13 +429,22 @@ def pydantic_state(values) -> str:
     ])
 
 
-def _imports(options, command: bool) -> tuple:
+def _gateless(source: str) -> str:
+    """The task bodies of a workflow without gates: nothing asks (no ``interrupt``), the
+    effect's value and the returned answer are ``None``."""
+    ask = "value = interrupt({\"task\": t}) if t in GATES else None"
+    lines = [line for line in source.splitlines() if line.strip() != ask]
+    out = "\n".join(lines).replace("effect(t, value)", "effect(t, None)")
+    return re.sub(r"^(\s*return .*), value$", r"\1, None", out, flags=re.MULTILINE)
+
+
+def _imports(options, command: bool, asks: bool = True) -> tuple:
     out = []
     if options["api"] == "graph" and options.get("state", "typed") == "pydantic":
-        out = ["import operator", "from typing import Annotated, Literal",
+        out = ["from typing import Annotated, Literal",
                "from pydantic import BaseModel"]
     elif options["api"] == "graph":
-        out = ["import operator", "from typing import Annotated, TypedDict"]
+        out = ["from typing import Annotated, TypedDict"]
     if options["api"] == "graph":
         out += ["from langgraph.graph import START, StateGraph"]
     else:
@@ -439,7 +456,9 @@ def _imports(options, command: bool) -> tuple:
                 "from langgraph.checkpoint.postgres import PostgresSaver"]
     else:
         out.append("from langgraph.checkpoint.sqlite import SqliteSaver")
-    out += [f"from langgraph.types import {'Command, ' if command else ''}interrupt"]
+    types = [*(["Command"] if command else []), *(["interrupt"] if asks else [])]
+    if types:
+        out.append(f"from langgraph.types import {', '.join(types)}")
     return tuple(out)
 
 

@@ -37,6 +37,7 @@ from adapters.toolkit.script import (
     race_interleaving,
     step_of,
     thread_label,
+    without_bad_output,
     without_docstring,
     without_lines,
 )
@@ -185,7 +186,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if not crashes:
         body = without_lines(body, "crash_point(")
     if not bad:
-        body = body.replace('"<bad>" if t == BAD_OUTPUT else t', "t")
+        body = without_bad_output(body)
     every_step = options["snapshot"] == "step"
     drive_src = _source(drive)
     if not every_step:  # snapshots at a pause and at the end only: no per-event save

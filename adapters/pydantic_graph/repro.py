@@ -24,12 +24,14 @@ back to the older unchecked script (``repro_legacy.py``).
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 
 from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.persistence.file import FileStatePersistence
+from pydantic_graph.persistence.in_mem import FullStatePersistence, SimpleStatePersistence
 
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
@@ -40,11 +42,12 @@ from adapters.toolkit.script import (
     source_as,
     step_of,
     thread_label,
+    without_bad_output,
     without_docstring,
     without_lines,
 )
 
-N, GATES, BAD_OUTPUT, PERSISTENCE = 2, {1}, None, None  # the script's glue sets these
+N, GATES, BAD_OUTPUT = 2, {1}, None  # the script's glue sets these
 graph = None
 SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "tamper"}
 PINNED = ("pydantic-graph", "pydantic")
@@ -122,11 +125,14 @@ def file_persistence(thread):
 MEMORY = {}
 
 
-def memory_persistence(thread):
-    if thread not in MEMORY:
-        MEMORY[thread] = PERSISTENCE()
-        MEMORY[thread].set_graph_types(graph)
-    return MEMORY[thread]
+# One in-memory persistence per thread (``graph.iter``, ``iter_from_persistence`` and
+# ``initialize`` give it the graph's types themselves); the script takes the one of its variant.
+def memory_persistence_simple(thread):
+    return MEMORY.setdefault(thread, SimpleStatePersistence())
+
+
+def memory_persistence_full(thread):
+    return MEMORY.setdefault(thread, FullStatePersistence())
 
 
 def read_state(snapshots):
@@ -194,9 +200,34 @@ def racer_calls(options: dict, op) -> list:
 
 
 def _gateless(body: str) -> str:
-    """A task body for a workflow without gates: no answer to read or record."""
+    """A task body for a workflow without gates: no answer to read or record, the effect's
+    value ``None``."""
     body = without_lines(body, "if value is not None:", extra=1)
-    return body.replace("value = answer if t in GATES else None", "value = None")
+    body = without_lines(body, "value = answer if t in GATES else None")
+    assert "value" not in body.replace("effect(t, value)", ""), "a task body reads its value"
+    return body.replace("effect(t, value)", "effect(t, None)")
+
+
+def _inlined(task_src: str, body_src: str) -> str:
+    """The ``single`` shape's ``Task`` with its task body written inside ``run`` (no
+    ``task_body`` to define and call): the body's lines, its parameters read off the node and
+    the context."""
+    lines = body_src.splitlines()[1:]  # the body, under its ``def`` line
+    names = {"t": "self.t", "answer": "self.answer", "state": "ctx.state"}
+    lines = [re.sub(r"\b(t|answer|state)\b", lambda m: names[m.group(1)], "    " + line)
+             for line in lines]
+    call = "        task_body(self.t, self.answer, ctx.state)"
+    assert call in task_src.splitlines(), "Task.run no longer calls task_body"
+    return task_src.replace(call, "\n".join(lines))
+
+
+def _live(calls: list) -> list:
+    """The step's calls without ``last = p.last_snapshot`` when nothing after it reads ``last``:
+    the case reads the snapshot to choose its path (a field of the persistence, no call the
+    framework could refuse), and the path taken is written out."""
+    read = "last = p.last_snapshot"
+    return [c for i, c in enumerate(calls)
+            if c.strip() != read or any(re.search(r"\blast\b", later) for later in calls[i + 1:])]
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
@@ -220,24 +251,24 @@ def reproduction(variant, workflow, evidence) -> str | None:
             return None
         note = (" (here: one racer after the other, the second shown the same interrupt as "
                 "the first)" if op.name == "race" else "")
-        steps.append(step_of(evidence, i, calls if op.name != "query" else (), note=note))
+        steps.append(step_of(evidence, i, _live(calls) if op.name != "query" else (), note=note))
     single = options["shape"] == "single"
-    instrumented = any(s.crash or s.bad_output for s in steps)
+    bad = any(s.bad_output is not None for s in steps)
     body = (task_body_crashing if any(s.crash for s in steps) else
-            task_body_bad_output if instrumented else task_body)
+            task_body_bad_output if bad else task_body)
     backend = options["backend"]
-    saver = file_persistence if backend == "file" else memory_persistence
-    memory = ([] if backend == "file" else
-              ["MEMORY = {}", f"PERSISTENCE = {'Full' if backend == 'full' else 'Simple'}StatePersistence"])
+    saver = {"file": file_persistence, "full": memory_persistence_full,
+             "simple": memory_persistence_simple}[backend]
+    memory = [] if backend == "file" else ["MEMORY = {}"]
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if instrumented and steps[0].bad_output is None else []),
+              if bad and steps[0].bad_output is None else []),
             *shape_glue(options["shape"], workflow.n), *memory]
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     text = header("pydantic-graph", variant.description, evidence, pins)
     imports = ["from dataclasses import dataclass, field" + ("" if single else ", make_dataclass"),
-               "from pathlib import Path",
+               *(["from pathlib import Path"] if backend == "file" else []),
                "from pydantic_graph import BaseNode, End, GraphRunContext",
                "from pydantic_graph.graph import Graph"]
     imports.append("from pydantic_graph.persistence.file import FileStatePersistence"
@@ -248,15 +279,23 @@ def reproduction(variant, workflow, evidence) -> str | None:
     snapshots = [k for k in ("EndSnapshot", "NodeSnapshot") if k + "(" in written]
     if snapshots:  # a tamper that replaces the newest snapshot object
         imports.append(f"from pydantic_graph.persistence import {', '.join(snapshots)}")
+    task_body_src = source_as(body, "task_body")
+    if not bad:  # a crashing body, and no task writes a value outside the schema
+        task_body_src = without_bad_output(task_body_src)
+    if not workflow.gates:
+        task_body_src = _gateless(task_body_src)
     return Script(
         header=text,
         imports=tuple(imports),
-        # The body the steps need, under the one name the nodes call.
+        # The task body the steps need: inside ``Task.run`` (single shape), or under the one
+        # name the node classes call; the persistence under the name the calls use.
         workflow_src="\n".join([_source(State),
-                                 _gateless(source_as(body, "task_body"))
-                                 if not workflow.gates else source_as(body, "task_body"),
-                                 _source(Task if single else task_class, saver,
-                                         *([drive] if any("drive(" in c for st in steps
+                                 *([] if single else [task_body_src]),
+                                 _inlined(_source(Task), task_body_src) if single
+                                 else _source(task_class),
+                                 source_as(saver, "file_persistence" if backend == "file"
+                                           else "memory_persistence"),
+                                 _source(*([drive] if any("drive(" in c for st in steps
                                                           for c in st.calls) else []),
                                          *([outcome] if check.aspect == "outcome" else []),
                                          *([read_state] if check.aspect == "state" else [])),

@@ -25,7 +25,8 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter, variant):
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
-    assert 'state.done.append("<bad>" if t == BAD_OUTPUT else t)' in repro.script
+    # The single node shape's task body is written inside Task.run.
+    assert 'ctx.state.done.append("<bad>" if self.t == BAD_OUTPUT else self.t)' in repro.script
     check_standalone(repro.script, HARNESS)
 
 
