@@ -248,7 +248,9 @@ class CaseRunner:
         self.workdir = casedir / "store"
         self.workdir.mkdir(parents=True)
         self.ledger_path = casedir / "ledger.sqlite"
-        self.ledger = Ledger(self.ledger_path)
+        # In process, every worker is this process and borrows this connection: in memory.
+        inprocess = session.settings.mode == "inprocess"
+        self.ledger = Ledger(None if inprocess else self.ledger_path)
         self.seq = 0
         self.worker: _Worker | None = None
         self.log: list[str] = []  # what happened beyond the observation (errors, kills)
@@ -396,6 +398,9 @@ class CaseRunner:
         racer that has one (``"racer 1: ...; racer 3: ..."``)."""
         from refmodel import Resume
 
+        if self.session.settings.mode == "inprocess":
+            # Racers are processes, and they write a ledger file; an in-process case has neither.
+            raise EngineError("a race needs worker processes: not in the inprocess mode")
         # Every racer answers the interrupt pending now: the one it was shown.
         state, _ = self._query(self._worker(), op.thread)
         gate = state.pending if state is not None else None

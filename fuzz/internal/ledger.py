@@ -19,8 +19,12 @@ INSERT = "insert into effects (seq, branch, task, value, pid, racer) values (?, 
 
 
 class Ledger:
-    def __init__(self, path: Path):
-        self.path = Path(path)
+    """``path`` ``None``: the ledger of a case run ``inprocess``, in memory.  Nothing there can
+    kill the process between a firing and its read, and no other process writes it, so the file
+    (its creation, its WAL, its removal: most of an in-process case's fixed cost) buys nothing."""
+
+    def __init__(self, path: Path | None):
+        self.path = None if path is None else Path(path)
         # Frameworks run task bodies in worker threads (LangGraph's @task, CrewAI's methods):
         # effects arrive from threads other than the one that opened the ledger.
         self._lock = threading.Lock()
@@ -29,10 +33,12 @@ class Ledger:
         # right after it loses nothing; only a machine crash could, and a ledger does not
         # outlive its case.  (synchronous=FULL's fsync per row was most of a firing's cost.)
         # ``db`` is the connection; tests query the ledger through it.
-        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self.db.execute("PRAGMA busy_timeout=30000")
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db = sqlite3.connect(":memory:" if path is None else self.path,
+                                  check_same_thread=False, isolation_level=None)
+        if path is not None:
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(CREATE)  # racers opening one ledger at once: "if not exists" and the wait
 
     def fire(self, seq: int, branch: str, task: int, value: str | None, racer: int = 0) -> None:

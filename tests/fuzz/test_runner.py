@@ -7,6 +7,7 @@ import pytest
 
 from adapters.protocol import Capabilities, Case
 from adapters.reference import ReferenceAdapter, ReferenceCase
+from fuzz.errors import EngineError
 from fuzz.internal.messages import CloneCommand
 from fuzz.runner import Session, Settings
 from refmodel import (
@@ -145,3 +146,20 @@ def test_deviation_scope_limits_what_it_covers():
     assert not d.covers("Replay", "resume", "sigkill")
     assert not d.covers("Stuck", "recover", "sigkill")
     assert Deviation("Replay", "doc", "scope").covers("Replay", "fork", None)
+
+
+def test_an_inprocess_case_keeps_its_ledger_in_memory_and_refuses_races(tmp_path):
+    adapter = ReferenceAdapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path,
+                      Settings(keep_cases=True, mode="inprocess"))
+    r = session.case(WF)
+    try:
+        obs = r.apply(Start("t0"))
+        assert obs.effects == (("t0", 1, None),) and obs.outcome == "interrupted"
+        assert r.apply(Resume("t0", value="a")).effects == (
+            ("t0", 2, "a"), ("t0", 3, None))
+        assert r.ledger.path is None and not r.ledger_path.exists()
+        with pytest.raises(EngineError, match="needs worker processes"):
+            r.apply(Race("t0", values=("a", "b")))
+    finally:
+        r.close()
