@@ -14,8 +14,11 @@ from conftest import variant_named
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "autogen"
 BAD_OUTPUT = CORPUS / "graphflow-loop-hitl-json" / "InvalidPersist-2c1deb3646fd.json"
-RACE = CORPUS / "swarm-handoff-hitl-json" / "LostUpdate-f908235065c8.json"
-FORGED = CORPUS / "graphflow-loopany-step-sqlite" / "InvalidPersist-d0909f1b757a.json"
+# Kept beside the test: the minimizer replaced them in the corpus, the free race by a forced one
+# and the forged state before a fork by one before a resume; these paths stay tested.
+DATA = Path(__file__).resolve().parent / "data"
+RACE = DATA / "LostUpdate-f908235065c8.json"
+FORGED = DATA / "InvalidPersist-d0909f1b757a.json"
 HARNESS = ('hooks', 'CrashInjected', 'ReproHooks')  # and fuzz.testing.HARNESS_WORDS
 
 

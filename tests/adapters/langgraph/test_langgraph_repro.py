@@ -14,6 +14,10 @@ from fuzz.testing import check_standalone, defect_entries
 from fuzz.trace import load_trace
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
+# Entries the corpus no longer holds because the minimizer shortened them by another route, kept
+# for a script path nothing else exercises (a forged tamper of an interrupted functional run:
+# its @task results, ``forge_results``).
+DATA = Path(__file__).resolve().parent / "data"
 # A fork of a forked checkpoint that fires the first fork's answer (graph API, Command spelling).
 # Found by glob: the minimizer may rewrite entries, so the tests do not name a fingerprint.
 FORK_IGNORED = next(p for p in sorted((CORPUS / "sqlite-graph-sync-head-command").glob(
@@ -108,7 +112,8 @@ def _forged_entry(folders: str, before: str):
     """The first FAILED entry under ``folders`` whose forged tamper hits a thread whose last
     run ended ``before`` (a finished run keeps its state elsewhere than an interrupted one;
     ``None``: either)."""
-    for path in sorted(CORPUS.glob(f"{folders}/InvalidPersist-*.json")):
+    for path in [*sorted(CORPUS.glob(f"{folders}/InvalidPersist-*.json")),
+                 *sorted(DATA.glob(f"{folders}/InvalidPersist-*.json"))]:
         trace = load_trace(path)
         ops = trace.operations
         at = next((i for i, op in enumerate(ops) if op.name == "tamper" and op.how == "forged"), 0)
