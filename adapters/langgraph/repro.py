@@ -162,15 +162,12 @@ def postgres_saver():
     return PostgresSaver(conn)
 
 
-def fresh_database():
+def fresh_database(admin="postgresql://postgres@127.0.0.1:5432/postgres"):
     """A new, empty PostgreSQL database (each run of the script starts from nothing), dropped
     when the script exits."""
-    name, admin = "repro_" + os.path.basename(WORKDIR).replace("-", "_").lower(), \
-        "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    atexit.register(lambda: psycopg.connect(admin, autocommit=True).execute(
-        f'DROP DATABASE "{name}" WITH (FORCE)'))
+    name = "repro_" + os.path.basename(WORKDIR).replace("-", "_").lower()
+    psycopg.connect(admin, autocommit=True).execute(f'CREATE DATABASE "{name}"')
+    atexit.register(lambda: psycopg.connect(admin, autocommit=True).execute(f'DROP DATABASE "{name}" WITH (FORCE)'))
     return name
 
 
@@ -198,16 +195,14 @@ def corrupt(config):
 def forge(config, channels):
     """Write, in the SQLite file, state the run never produced into a stored checkpoint: each of
     its ``channels`` now holds the value given (encoded with the saver's own serializer)."""
-    where, serde = (config["configurable"]["thread_id"],
-                    config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
-    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
-    row = db.execute("SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? "
-                     "AND checkpoint_id = ?", where).fetchone()
-    stored = serde.loads_typed(tuple(row))
-    stored["channel_values"].update(channels)
-    db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
-               "AND checkpoint_id = ?", (*serde.dumps_typed(stored), *where))
-    db.close()
+    where, serde = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"]), \
+        graph.checkpointer.serde
+    with sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite")) as db:  # commits at the end
+        stored = serde.loads_typed(db.execute("SELECT type, checkpoint FROM checkpoints WHERE "
+                                              "thread_id = ? AND checkpoint_id = ?", where).fetchone())
+        stored["channel_values"].update(channels)
+        db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+                   (*serde.dumps_typed(stored), *where))
 
 
 def forge_results(config, done, answers):
@@ -282,8 +277,7 @@ def forge_results_in_memory(config, done, answers):
 @functools.cache  # a position names one checkpoint for good: read before a tamper breaks the list
 def checkpoint(thread_id, k):
     """The config of the k-th checkpoint LangGraph saved in this thread (0: the first)."""
-    history = list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))
-    return history[::-1][k].config
+    return list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))[::-1][k].config
 
 
 def outcome(result):

@@ -42,7 +42,9 @@ from adapters.toolkit.script import (
     without_lines,
 )
 
-BAD_OUTPUT, EVERY_STEP = None, False  # the script's own lines set these
+# A script sets BAD_OUTPUT itself; EVERY_STEP it never needs (its drive() is written for its
+# variant: the per-event save in it or not).
+BAD_OUTPUT, EVERY_STEP = None, False
 PINNED = ("llama-index-workflows",)
 SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
 
@@ -187,12 +189,16 @@ def reproduction(variant, workflow, evidence) -> str | None:
         body = without_lines(body, "crash_point(")
     if not bad:
         body = without_bad_output(body)
+    if not workflow.gates:  # no task has an answer to record
+        body = without_lines(body, "if value is not None:", extra=1)
     every_step = options["snapshot"] == "step"
     drive_src = _source(drive)
     if not every_step:  # snapshots at a pause and at the end only: no per-event save
         lines = drive_src.splitlines()
         cut = next(i for i, line in enumerate(lines) if "EVERY_STEP" in line)
         drive_src = "\n".join(lines[:cut] + lines[cut + 2:])
+    else:  # the variant saves on every event: say so where it does, with no switch to set
+        drive_src = drive_src.replace("if EVERY_STEP and ", "if ")
     if not workflow.gates:  # nothing ever asks
         drive_src = "\n".join(line for line in drive_src.splitlines()
                               if "InputRequiredEvent" not in line and "asked = int(" not in line)
@@ -204,8 +210,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
              workflow_class(workflow.n, set(workflow.gates), options["gate"], crashes),
              "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
              _source(save, *([load] if "load(" in every else [])), drive_src, *([_source(*readers)] if readers else [])]
-    glue = [*(["EVERY_STEP = True  # a snapshot on every event, not only when idle"] if every_step else []),
-            *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
+    glue = [*(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else []),
             "wf = Linear(timeout=None)"]
     text = "\n".join(parts)

@@ -122,6 +122,12 @@ def file_persistence(thread):
     return p
 
 
+# ``graph.iter``, ``iter_from_persistence`` and ``initialize`` give the persistence the graph's
+# types themselves: only a direct ``load_next()`` or ``load_all()`` needs them set first.
+def file_persistence_untyped(thread):
+    return FileStatePersistence(Path(WORKDIR) / f"{thread}.json")
+
+
 MEMORY = {}
 
 
@@ -259,6 +265,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
     backend = options["backend"]
     saver = {"file": file_persistence, "full": memory_persistence_full,
              "simple": memory_persistence_simple}[backend]
+    everything = " ".join(c for st in steps for c in st.calls) + " " + check.state_src
+    if backend == "file" and ".load" not in everything:  # no read of p outside the graph's calls
+        saver = file_persistence_untyped
     memory = [] if backend == "file" else ["MEMORY = {}"]
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
