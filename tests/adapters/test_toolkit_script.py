@@ -261,8 +261,11 @@ def test_crash_points_of_moments_no_step_uses_are_left_out(tmp_path):
     after = _plain_script((1, "after_commit", "exception"))
     assert 'crash_point(t, "before its effect")' in after
     assert 'crash_point(t, "after its effect")' not in after
-    for source in (none, before, after):
-        assert run(source, tmp_path).returncode in (0, 1)  # it runs; the verdict is its own
+    # Each still runs to its verdict: both tasks fire again (allowed), or the crash stops them.
+    for source, status, verdict in ((none, 0, "no defect"), (before, 1, "DEFECT SHOWS"),
+                                    (after, 1, "DEFECT SHOWS")):
+        proc = run(source, tmp_path)
+        assert proc.returncode == status and verdict in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_a_crash_point_whose_removal_would_empty_a_block_stays():
@@ -331,3 +334,4 @@ def test_a_joint_check_when_each_aspect_alone_matches_some_allowed_observation(t
         assert "observe(lambda: outcome(go()))" in source and '"crashed" if crashed' in source
         proc = run(source, tmp_path)
         assert proc.returncode == status, proc.stdout + proc.stderr
+        assert ("DEFECT SHOWS" if status else "no defect") in proc.stdout  # the verdict, no traceback
