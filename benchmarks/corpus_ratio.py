@@ -22,17 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz.minimize import category_minima, mechanism_caps
+from fuzz.minimize import mechanism_caps
 from fuzz.targets import prepare, resolve, select_variants
 from fuzz.trace import parse_trace
-
-_MINIMA: dict = {}
-
-
-def _minima(caps) -> dict:
-    if repr(caps) not in _MINIMA:
-        _MINIMA[repr(caps)] = category_minima(caps)
-    return _MINIMA[repr(caps)]
+from reminimize_corpus import minima_for  # the same minima, computed once per capability set
 
 
 def entries(target: str, rev: str | None) -> list[tuple[str, dict]]:
@@ -57,10 +50,10 @@ def rows(adapter, found: list[tuple[str, dict]]) -> list[dict]:
             continue
         (variant,) = select_variants(adapter, [variant_name])
         caps = adapter.capabilities(variant)
-        minimum = _minima(caps).get(trace.finding.category)
+        minimum = minima_for(caps).get(trace.finding.category)
         if not minimum:  # Unclassified, or Stuck without SIGKILL: no mutant, no minimum
             continue
-        mechanism = _minima(mechanism_caps(caps, trace.operations)).get(
+        mechanism = minima_for(mechanism_caps(caps, trace.operations)).get(
             trace.finding.category, minimum)
         n = len(trace.operations)
         out.append({"path": path, "status": doc.get("status"), "length": n,

@@ -42,7 +42,6 @@ from adapters.toolkit.script import (
     check_for,
     header,
     step_of,
-    without_bad_output,
     without_docstring,
 )
 
@@ -389,8 +388,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
         pins += f" pysqlite3-binary=={versions.get('pysqlite3-binary', '0.5.4')}"
     definitions = _source(WorkflowState, *([PendingProvider] if workflow.gates else []), body,
                           *readers, backend=backend)
-    if not bad:  # a crashing body, and no task writes a value outside the schema
-        definitions = without_bad_output(definitions)
     return Script(
         header=header("CrewAI Flows", variant.description, evidence, pins),
         imports=(),  # after the environment is set: in the workflow part

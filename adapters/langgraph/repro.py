@@ -57,7 +57,6 @@ from adapters.toolkit.script import (
     header,
     step_of,
     thread_label,
-    without_bad_output,
     without_docstring,
 )
 
@@ -371,8 +370,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
     savers += held[options["saver"]] if forced else []
     workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
                               _source(*parts, body, build, *savers, *readers), *glue])
-    if not bad:  # a crashing body, and no task writes a value outside the schema
-        workflow_src = without_bad_output(workflow_src)
     if not workflow.gates:
         workflow_src = _gateless(workflow_src)
     pinned = PINNED + SAVER_PINNED.get(options["saver"], ())

@@ -37,7 +37,6 @@ from adapters.toolkit.script import (
     race_interleaving,
     step_of,
     thread_label,
-    without_bad_output,
     without_docstring,
     without_lines,
 )
@@ -183,12 +182,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     crashes = any(s.crash for s in steps)
-    bad = any(s.bad_output is not None for s in steps)
     body = _source(task_body)
     if not crashes:
         body = without_lines(body, "crash_point(")
-    if not bad:
-        body = without_bad_output(body)
     if not workflow.gates:  # no task has an answer to record
         body = without_lines(body, "if value is not None:", extra=1)
     every_step = options["snapshot"] == "step"

@@ -42,7 +42,6 @@ from adapters.toolkit.script import (
     source_as,
     step_of,
     thread_label,
-    without_bad_output,
     without_docstring,
     without_lines,
 )
@@ -289,8 +288,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if snapshots:  # a tamper that replaces the newest snapshot object
         imports.append(f"from pydantic_graph.persistence import {', '.join(snapshots)}")
     task_body_src = source_as(body, "task_body")
-    if not bad:  # a crashing body, and no task writes a value outside the schema
-        task_body_src = without_bad_output(task_body_src)
     if not workflow.gates:
         task_body_src = _gateless(task_body_src)
     return Script(

@@ -115,6 +115,8 @@ class Script:
         raced = any(s.racers for s in self.steps)
         killed = self._killed()
         workflow_src = _used_crash_points(self.workflow_src, crashes)
+        if all(s.bad_output is None for s in self.steps):  # no task writes outside the schema
+            workflow_src = without_bad_output(workflow_src)
         names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else []),
                               *(["contextvars"] if self.fresh_context else [])}
         if killed or "WORKDIR" in workflow_src:
@@ -217,7 +219,7 @@ class Script:
                 return lines + [run]
             return lines + ["before = len(effects())", f"status = {run}", "fired = effects()[before:]"]
         target = "status, fired = " if step.observed else ""
-        one = None if self.fresh_context else _one_expression(calls, self.asynchronous)
+        one = None if self.fresh_context or self.asynchronous else _one_expression(calls)
         if one is not None:  # one expression: a lambda, no function to name
             call = f"lambda: {one}"
         else:
@@ -307,12 +309,12 @@ def _top_level_names(src: str) -> set:
     return names
 
 
-def _one_expression(calls: list, asynchronous: bool) -> str | None:
-    """A step that is one expression (``return`` of one, after ``_returning``) as the expression
-    a ``lambda`` returns.  ``None`` when the step is more than that, or asynchronous: taken out
-    of its coroutine, the expression's other calls would run with no event loop (LlamaIndex's
-    ``wf.run()`` needs one)."""
-    if asynchronous or len(calls) != 1:
+def _one_expression(calls: list) -> str | None:
+    """A synchronous step that is one expression (``return`` of one, after ``_returning``) as
+    the expression a ``lambda`` returns; ``None`` when the step is more than that.  (Not for an
+    asynchronous step: taken out of its coroutine, the expression's other calls would run with
+    no event loop; LlamaIndex's ``wf.run()`` needs one.)"""
+    if len(calls) != 1:
         return None
     text = calls[0].strip()
     try:
@@ -401,12 +403,14 @@ def without_docstring(source: str) -> str:
     return "\n".join(rest).rstrip()
 
 
+_BAD = r'"<bad>" if ([\w.]+) == BAD_OUTPUT else \1'
+
+
 def without_bad_output(source: str) -> str:
     """``source`` with the task bodies' out-of-schema output (``"<bad>" if t == BAD_OUTPUT else
-    t``) written as plain ``t``: for a trace in which no task writes one (no ``BAD_OUTPUT`` to
-    set either)."""
-    bad = '"<bad>" if t == BAD_OUTPUT else t'
-    return source.replace(f"({bad}),", "t,").replace(bad, "t")
+    t``, whatever the task's name: ``self.t``) written as the plain task, for a trace in which
+    no task writes one (no ``BAD_OUTPUT`` to set either).  ``Script.source`` applies it."""
+    return re.sub(_BAD, r"\1", re.sub(rf"\({_BAD}\),", r"\1,", source))
 
 
 def without_lines(source: str, marker: str, extra: int = 0) -> str:

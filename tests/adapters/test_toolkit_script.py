@@ -23,6 +23,7 @@ from adapters.toolkit.script import (
     snippet,
     source_as,
     thread_label,
+    without_bad_output,
     without_docstring,
 )
 
@@ -335,3 +336,13 @@ def test_a_joint_check_when_each_aspect_alone_matches_some_allowed_observation(t
         proc = run(source, tmp_path)
         assert proc.returncode == status, proc.stdout + proc.stderr
         assert ("DEFECT SHOWS" if status else "no defect") in proc.stdout  # the verdict, no traceback
+
+
+def test_an_output_outside_the_schema_no_task_writes_is_the_plain_task():
+    # The adapters' spellings: a tuple LangGraph returns, a list pydantic-graph appends to
+    # inside Task.run; nothing else that reads BAD_OUTPUT is touched.
+    assert without_bad_output('    return ("<bad>" if t == BAD_OUTPUT else t), value') == (
+        "    return t, value")
+    assert without_bad_output('ctx.state.done.append("<bad>" if self.t == BAD_OUTPUT else self.t)') == (
+        "ctx.state.done.append(self.t)")
+    assert without_bad_output("if self.t == BAD_OUTPUT:") == "if self.t == BAD_OUTPUT:"
