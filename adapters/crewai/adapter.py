@@ -34,7 +34,7 @@ from .flowsource import flow_source
 
 DISTRIBUTIONS = (
     "crewai", "crewai-core", "crewai-cli", "pydantic", "portalocker", "aiosqlite",
-    "pysqlite3-binary", "appdirs",
+    "pysqlite3", "appdirs",
 )
 
 
@@ -91,7 +91,7 @@ class CrewAIAdapter(Adapter):
             import crewai.state.checkpoint_config  # noqa: F401
         except ImportError as exc:
             raise ImportError(
-                "CrewAI is not installed: pip install -c constraints/crewai.txt crewai pysqlite3-binary"
+                "CrewAI is not installed: pip install -c constraints/crewai.txt crewai pysqlite3"
             ) from exc
         if self._store is not None:
             self.store_probe()  # a broken factory fails here, in one line, before any case
@@ -103,8 +103,8 @@ class CrewAIAdapter(Adapter):
         found["sqlite (stdlib)"] = sqlite3.sqlite_version
         try:
             found["sqlite (pysqlite3)"] = store.newer_sqlite().sqlite_version
-        except ImportError:
-            found["sqlite (pysqlite3)"] = "not installed"
+        except ImportError as exc:  # not installed, or a SQLite the adapter refuses
+            found["sqlite (pysqlite3)"] = f"unusable: {str(exc).split(':')[0]}"
         found["python"] = sys.version.split()[0]
         if self._store is not None:  # the store's package; the factory path is inert text
             found[self._store.distribution] = self._store.version

@@ -420,7 +420,7 @@ if __name__ == "__main__":
 
 def script(variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str:
     persist = str(store.FLOWS_DB) if variant.options["backend"] == "persist" else None
-    requirements = "crewai==1.15.30" + (" pysqlite3-binary" if variant.options["backend"] == "sqlite" else "")
+    requirements = "crewai==1.15.30" + (" pysqlite3" if variant.options["backend"] == "sqlite" else "")
     return TEMPLATE.format(
         variant_name=variant.name,
         description=variant.description,

@@ -32,15 +32,33 @@ FLOWS_DB = STORE / "flows.db"
 CHECKPOINTS = STORE / "ck"
 
 
+#: SQLite releases whose unix VFS has a lock-order inversion: the last close of a WAL database
+#: (``sqlite3WalClose`` -> ``unixLock`` -> ``unixIsSharingShmNode``) holds the file's inode mutex
+#: and waits for the VFS-wide one, while an open of the same file (``unixOpen`` ->
+#: ``findReusableFd``) holds them the other way round.  Fixed in 3.51.2.  CrewAI's checkpoint
+#: writers open and close one file on several pool threads at once, and two of them deadlocked
+#: on it (py-spy: docs/frameworks/crewai.md); with the VFS-wide mutex held for good, every later
+#: open of any SQLite file in that process waits too.  That would be our choice of SQLite hanging,
+#: not CrewAI's behaviour, so the adapter refuses these releases.
+DEADLOCKING_SQLITE = ((3, 51, 0), (3, 51, 1))
+
+
 def newer_sqlite():
-    """The DB-API module of a SQLite >= 3.45 (``jsonb``), from the maintained ``pysqlite3-binary``."""
+    """The DB-API module of a SQLite >= 3.45 (``jsonb``), from ``pysqlite3`` (its wheel bundles
+    its own SQLite); never one of ``DEADLOCKING_SQLITE``."""
     try:
         import pysqlite3.dbapi2 as module
     except ImportError as exc:  # pragma: no cover - the constraints file installs it
         raise ImportError(
             "the SqliteProvider variants need SQLite >= 3.45 for jsonb(): "
-            "pip install -c constraints/crewai.txt pysqlite3-binary"
+            "pip install -c constraints/crewai.txt pysqlite3"
         ) from exc
+    if tuple(module.sqlite_version_info[:3]) in DEADLOCKING_SQLITE:
+        raise ImportError(
+            f"pysqlite3 bundles SQLite {module.sqlite_version}, whose unix VFS can deadlock two "
+            "threads writing one WAL file (fixed in SQLite 3.51.2): "
+            "pip install -c constraints/crewai.txt pysqlite3"
+        )
     return module
 
 

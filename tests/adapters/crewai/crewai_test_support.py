@@ -148,5 +148,5 @@ def require_crewai() -> None:
     adapter's tox environment).  ``find_spec``, not ``importorskip``: importing CrewAI before the
     adapter's environment is applied lets it write into the real home and phone home."""
     if importlib.util.find_spec("crewai") is None:
-        pytest.skip("needs crewai (pip install -c constraints/crewai.txt crewai pysqlite3-binary)",
+        pytest.skip("needs crewai (pip install -c constraints/crewai.txt crewai pysqlite3)",
                     allow_module_level=True)
