@@ -6,7 +6,11 @@ importable and tested here) and the lines ``driver.py`` recorded while the engin
 trace: ``team = build_team()``, ``await team.load_state(load('run-1'))``, ``result = await
 team.run(task=...)``, ``save('run-1', await team.save_state())``.  The store is the caller's (AutoGen
 has none): one JSON file per run, or an append-only SQLite table whose labels let a fork find the
-state saved when a gate asked, as in the adapter (``stores.py``).
+state saved when a gate asked, as in the adapter (``stores.py``).  Each definition is trimmed to
+what the trace uses: a workflow without gates gets a plain chain (one task: its one-node graph)
+whose ``Task`` never asks, ``TaskOutput`` fields, store functions, ``outcome``, ``read_state``
+and constants appear only where something reads them, and a crash of task t "after it
+completed" is written as task t + 1 failing as it starts, which it is, when t is not the last.
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -25,6 +29,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import sqlite3
 from dataclasses import replace
 
@@ -75,15 +80,14 @@ class TaskOutput(BaseModel):
 class Task(BaseChatAgent):
     """Task t as an agent without an LLM.  A gate asks ("__INTERRUPT__ t<g>") until the newest
     message it was sent is the user's "resume:<answer>"; then, like every task, it fires its
-    one effect and writes a TaskOutput."""
+    one effect and writes a TaskOutput.  (In a Swarm, ``SWARM_ASK`` and ``SWARM_REPLY`` take the
+    place of its two ``return`` lines that send a message.)"""
 
-    def __init__(self, t, kind="task", name=None, handoff_to=None):
+    produced_message_types = (StructuredMessage[TaskOutput], HandoffMessage)
+
+    def __init__(self, t, kind="task", name=None):
         super().__init__(name or f"t{t}", f"task {t}")
-        self.t, self.kind, self.handoff_to = t, kind, handoff_to
-
-    @property
-    def produced_message_types(self):
-        return (StructuredMessage[TaskOutput], TextMessage, HandoffMessage)
+        self.t, self.kind = t, kind
 
     async def on_messages(self, messages, cancellation_token):
         if self.kind == "end":  # an effect-free leaf after a gate that is the last task
@@ -92,35 +96,28 @@ class Task(BaseChatAgent):
         said = str(messages[-1].content) if messages and messages[-1].source == "user" else ""
         value = said.removeprefix("resume:") if self.kind == "gate" and said.startswith("resume:") else None
         if self.kind == "ask" or (self.kind == "gate" and value is None):
-            return Response(chat_message=self.ask(f"__INTERRUPT__ t{self.t}"))
+            return Response(chat_message=TextMessage(content=f"__INTERRUPT__ t{self.t}", source=self.name))
         effect(self.t, value)
         crash_point(self.t, "after its effect")
-        output = TaskOutput(task=self.t, out=self.t, answer=value)
-        if self.t == BAD_OUTPUT:  # a value outside the schema, as a buggy agent builds it
-            output = TaskOutput.model_construct(task=self.t, out="<bad>", answer=value)
-        return self.reply(StructuredMessage[TaskOutput](content=output, source=self.name))
-
-    def ask(self, text):
-        return TextMessage(content=text, source=self.name)
-
-    def reply(self, message):
-        return Response(chat_message=message)
+        out = "<bad>" if self.t == BAD_OUTPUT else self.t  # BAD_OUTPUT: a value outside the schema
+        output = TaskOutput.model_construct(task=self.t, out=out, answer=value)  # not validated
+        return Response(chat_message=StructuredMessage[TaskOutput](content=output, source=self.name))
 
     async def on_reset(self, cancellation_token):
         pass
 
 
-class SwarmTask(Task):
-    """In a Swarm a task hands off to the next one when it is done, and a gate asks the user."""
-
-    def ask(self, text):
-        return HandoffMessage(target="user", content=text, source=self.name)
-
-    def reply(self, message):
-        if self.handoff_to is None:
+# A Swarm's spelling of ``Task``'s two sending lines: a gate hands off to the user when it asks,
+# and a task hands off to the next one when it is done, its output an inner message.
+SWARM_ASK = """\
+            ask = HandoffMessage(target="user", content=f"__INTERRUPT__ t{self.t}", source=self.name)
+            return Response(chat_message=ask)"""
+SWARM_REPLY = """\
+        message = StructuredMessage[TaskOutput](content=output, source=self.name)
+        if self.t == N:  # the last task: its output ends the run
             return Response(chat_message=message)
-        done = HandoffMessage(target=self.handoff_to, content=f"t{self.t} done", source=self.name)
-        return Response(chat_message=done, inner_messages=[message])
+        done = HandoffMessage(target=f"t{self.t + 1}", content=f"t{self.t} done", source=self.name)
+        return Response(chat_message=done, inner_messages=[message])"""
 
 
 def asks(message):
@@ -141,7 +138,7 @@ def build_loop_team():
             builder.add_edge(name, name, condition=asks, activation_group="loop_back")
         builder.add_edge(name, after, **({"condition": lambda m: not asks(m)} if t in GATES else {}))
     builder.set_entry_point("t1")
-    stop = TextMentionTermination("__INTERRUPT__", sources=[f"t{g}" for g in GATES]) if GATES else None
+    stop = TextMentionTermination("__INTERRUPT__", sources=[f"t{g}" for g in GATES])
     return GraphFlow(builder.get_participants(), graph=builder.build(), termination_condition=stop,
                      max_turns=MAX_TURNS)
 
@@ -165,7 +162,7 @@ def build_loopany_team():
         builder.add_edge(name, after, **({"condition": lambda m: not asks(m)} if t in GATES else {}),
                          **into(after))
     builder.set_entry_point("t1")
-    stop = TextMentionTermination("__INTERRUPT__", sources=[f"t{g}" for g in GATES]) if GATES else None
+    stop = TextMentionTermination("__INTERRUPT__", sources=[f"t{g}" for g in GATES])
     return GraphFlow(builder.get_participants(), graph=builder.build(), termination_condition=stop,
                      max_turns=MAX_TURNS)
 
@@ -183,31 +180,52 @@ def build_split_team():
     for a, b in zip(chain, chain[1:]):
         builder.add_edge(a.name, b.name)
     builder.set_entry_point(chain[0].name)
-    stop = TextMentionTermination("__INTERRUPT__", sources=[f"ask{g}" for g in GATES]) if GATES else None
+    stop = TextMentionTermination("__INTERRUPT__", sources=[f"ask{g}" for g in GATES])
     return GraphFlow(builder.get_participants(), graph=builder.build(), termination_condition=stop,
                      max_turns=MAX_TURNS)
 
 
 def build_handoff_team():
-    """Swarm t1 -> t2 -> ... by handoffs; a gate hands off to the user, which ends run()."""
-    agents = [SwarmTask(t, "gate" if t in GATES else "task", handoff_to=f"t{t + 1}" if t < N else None)
-              for t in range(1, N + 1)]
+    """Swarm t1 -> t2 -> ... by handoffs; a gate hands off to the user, which ends run(), and
+    the last task's output ends it too."""
+    agents = [Task(t, "gate" if t in GATES else "task") for t in range(1, N + 1)]
     stop = HandoffTermination(target="user") | SourceMatchTermination([f"t{N}"])
     return Swarm(agents, termination_condition=stop, max_turns=MAX_TURNS)
 
 
-def save_json(thread, state, label=""):
+def build_chain_team():
+    """GraphFlow t1 -> t2 -> ... when no task is a gate: what each GraphFlow shape above builds
+    then (no loop-back, no asking agent, no termination condition: the graph ends)."""
+    builder = DiGraphBuilder()
+    for t in range(1, N + 1):
+        builder.add_node(Task(t))
+    for t in range(1, N):
+        builder.add_edge(f"t{t}", f"t{t + 1}")
+    return GraphFlow(builder.get_participants(), graph=builder.build(), max_turns=MAX_TURNS)
+
+
+def build_one_task_team():
+    """GraphFlow of the one task t1, when it is no gate."""
+    builder = DiGraphBuilder().add_node(Task(1))
+    return GraphFlow(builder.get_participants(), graph=builder.build(), max_turns=MAX_TURNS)
+
+
+def build_one_task_swarm():
+    """Swarm of the one task t1, when it is no gate: its output ends the run."""
+    return Swarm([Task(1)], termination_condition=SourceMatchTermination(["t1"]), max_turns=MAX_TURNS)
+
+
+def save_json(thread, state):
     """The "Managing State" tutorial's store: the saved team state as one JSON file per run."""
     with open(os.path.join(WORKDIR, f"{thread}.json"), "w") as f:
         json.dump(state, f)
 
 
 def load_json(thread):
-    try:
-        with open(os.path.join(WORKDIR, f"{thread}.json")) as f:
+    path = os.path.join(WORKDIR, f"{thread}.json")
+    if os.path.exists(path):
+        with open(path) as f:
             return json.load(f)
-    except FileNotFoundError:
-        return None
 
 
 def save_sqlite(thread, state, label=""):
@@ -226,6 +244,15 @@ def load_sqlite(thread, label="%"):
     return json.loads(row[0]) if row else None
 
 
+def load_newest_sqlite(thread):
+    """The newest state saved for ``thread``: ``load_sqlite`` where no call asks for a label."""
+    with sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite")) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS saves (thread, label, state)")
+        row = db.execute("SELECT state FROM saves WHERE thread = ? ORDER BY rowid DESC",
+                         (thread,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
 def overwrite_sqlite(thread, state):
     """Replace the newest saved state of ``thread`` in place, with plain SQL."""
     with sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite")) as db:
@@ -237,6 +264,11 @@ def outcome(result):
     """How run() ended: "interrupted" if its last message asks; "completed" if not, or if the
     caller did not run the team (``None``: the state it loaded asks for no answer)."""
     return "interrupted" if result and asks(result.messages[-1]) else "completed"
+
+
+def outcome_without_gates(result):
+    """``outcome`` of a team in which no task asks."""
+    return "completed"  # no task of this team asks: a run() that returns has completed
 
 
 def read_state(thread):
@@ -254,20 +286,16 @@ def read_state(thread):
     return {"done": done, "answers": answers, "pending": pending}
 
 
+def read_state_without_gates(thread):
+    """``read_state`` of a team in which no task asks: the tasks done."""
+    state = load(thread)
+    agents = state["agent_states"].values() if state else []
+    done = [m["content"]["out"] for a in agents for m in a.get("message_thread", [])
+            if m.get("type") == "StructuredMessage[TaskOutput]"]
+    return {"done": done, "answers": {}, "pending": None}
+
+
 # -- composing it ----------------------------------------------------------------------------------
-
-
-def build_chain_team():
-    """GraphFlow t1 -> t2 -> ... when no task is a gate: what each GraphFlow shape above builds
-    then (no loop-back, no asking agent, no termination condition), in the script's fewest
-    lines."""
-    builder = DiGraphBuilder()
-    for t in range(1, N + 1):
-        builder.add_node(Task(t))
-    for t in range(1, N):
-        builder.add_edge(f"t{t}", f"t{t + 1}")
-    builder.set_entry_point("t1")
-    return GraphFlow(builder.get_participants(), graph=builder.build(), max_turns=MAX_TURNS)
 
 
 BUILDERS = {"loop": build_loop_team, "loopany": build_loopany_team, "split": build_split_team,
@@ -276,6 +304,109 @@ BUILDERS = {"loop": build_loop_team, "loopany": build_loopany_team, "split": bui
 
 def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
+
+
+def _task_source(shape: str, workflow_n: int, gated: bool, end: bool, bad: bool) -> str:
+    """``Task`` trimmed to what the trace uses: no "end" leaf, no asking where nothing asks, no
+    name where every agent is t<t>, no BAD_OUTPUT where no task writes one; the Swarm spelling
+    of its two sending lines in a Swarm."""
+    agent = _source(Task)
+    if not end:
+        agent = without_lines(agent, 'if self.kind == "end"', extra=1)
+    if not bad:  # every output as the schema has it, validated
+        agent = without_lines(agent, "BAD_OUTPUT: a value outside").replace(
+            "TaskOutput.model_construct(task=self.t, out=out, answer=value)  # not validated",
+            "TaskOutput(task=self.t, out=self.t, answer=value)")
+    if not gated:  # nothing asks: no answer to find, no kind to tell
+        for marker in ("said = str(", "value = said."):
+            agent = without_lines(agent, marker)
+        agent = without_lines(agent, 'if self.kind == "ask" or', extra=1)
+        agent = agent.replace("effect(self.t, value)", "effect(self.t, None)").replace(
+            ", answer=value", "").replace(', kind="task"', "").replace(
+            "self.t, self.kind = t, kind", "self.t = t")
+    if shape != "split":  # no agent asks without being the gate
+        agent = agent.replace('self.kind == "ask" or (self.kind == "gate" and value is None)',
+                              'self.kind == "gate" and value is None')
+    if not (end or (gated and shape == "split")):  # every agent is named t<t>
+        agent = agent.replace(", name=None", "").replace("name or f\"t{t}\"", "f\"t{t}\"")
+    if shape != "handoff":
+        return agent.replace(", HandoffMessage)", ",)")
+    lines = agent.splitlines()
+    ask = next((i for i, line in enumerate(lines) if "f\"__INTERRUPT__ t{self.t}\"" in line), None)
+    if ask is not None:
+        lines[ask:ask + 1] = SWARM_ASK.splitlines()
+    if workflow_n > 1:  # a task before the last hands off to the next
+        last = next(i for i, line in enumerate(lines)
+                    if "StructuredMessage[TaskOutput](content=" in line)
+        lines[last:last + 1] = SWARM_REPLY.splitlines()
+    return "\n".join(lines)
+
+
+def _builder_source(shape: str, workflow, step: bool) -> str:
+    """The variant's team builder, as ``build_team``, for what the workflow has: a plain chain
+    (or one task) when nothing asks, the Swarm without a user to hand off to; ``max_turns=1``
+    written in for the step save policy, nothing for the other."""
+    if workflow.gates:
+        build = BUILDERS[shape]
+    elif shape == "handoff":
+        build = build_handoff_team
+    else:
+        build = build_one_task_team if workflow.n == 1 else build_chain_team
+    src = source_as(build, "build_team")
+    if not workflow.gates and shape == "handoff":  # nothing hands off to the user
+        src = src.replace('Task(t, "gate" if t in GATES else "task")', "Task(t)").replace(
+            'HandoffTermination(target="user") | ', "")
+        if workflow.n == 1:
+            src = source_as(build_one_task_swarm, "build_team")
+    if build in (build_loop_team, build_loopany_team):  # the "end" leaf, if the last task asks
+        end = workflow.n in workflow.gates
+        src = src.replace(' + (["end"] if N in GATES else [])', ' + ["end"]' if end else "")
+        src = src.replace('    if N in GATES:\n        builder.add_node(Task(0, "end", name="end"))',
+                          '    builder.add_node(Task(0, "end", name="end"))' if end else "")
+        if not end:
+            src = src.replace('name != "end" and ', "")
+        src = "\n".join(line for line in src.splitlines() if line.strip())
+    if step:
+        return src.replace("max_turns=MAX_TURNS)", "max_turns=1)")
+    return src.replace(",\n                     max_turns=MAX_TURNS)", ")").replace(
+        ", max_turns=MAX_TURNS)", ")")
+
+
+def _store(every: str, sqlite_store: bool, check, ops) -> list:
+    """The sources of the store's functions the script calls, each under the name the calls
+    use: ``save`` where a call saves, ``load`` where one loads or the check reads the state
+    (with its guard against a run never saved only where the checked run has no save), and
+    ``overwrite`` for a tamper."""
+    thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
+    unsaved = check.reads_state and f"save({thread_label(thread)!r}" not in every
+    if sqlite_store:
+        load = load_sqlite if re.search(r"\bload\([^()]*,", every) else load_newest_sqlite
+        loader = source_as(load, "load")
+        if not unsaved:  # something was saved before anything loads: the table exists
+            loader = without_lines(loader, "CREATE TABLE")
+        store = {"save": source_as(save_sqlite, "save"), "load": loader,
+                 "overwrite": source_as(overwrite_sqlite, "overwrite")}
+    else:
+        loader = source_as(load_json, "load")
+        if not unsaved:  # the file exists when anything loads
+            loader = loader.replace(
+                '    path = os.path.join(WORKDIR, f"{thread}.json")\n    if os.path.exists(path):\n'
+                '        with open(path) as f:\n            return',
+                '    with open(os.path.join(WORKDIR, f"{thread}.json")) as f:\n        return')
+        store = {"save": source_as(save_json, "save"), "load": loader}
+    used = {"save": "save(" in every, "load": "load(" in every or check.reads_state,
+            "overwrite": "overwrite(" in every}
+    return [src for name, src in store.items() if used[name]]
+
+
+def _crash_at_next_task(step, workflow):
+    """A crash "after it completed" of task t < n, written as what it is: task t + 1 failing as
+    it starts (before its effect); the script then needs no crash after a call returns."""
+    if step.crash is None or step.crash[1] != "after_commit" or step.crash[0] >= workflow.n:
+        return step
+    t, _, kind = step.crash
+    return replace(step, crash=(t + 1, "before_effect", kind), comment=step.comment.replace(
+        " after it completed", f" after it completed (as task {t + 1} starts)", 1))
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
@@ -307,82 +438,62 @@ def reproduction(variant, workflow, evidence) -> str | None:
             else:  # the runner loaded the state, found nothing asking, and did not run the team
                 calls = calls + ["# load_state() took it, and no message in it asks: nothing to run",
                                  "outcome(None)"]
-        steps.append(step_of(evidence, i, calls,
-                             note=" (here: every racer loads the saved state before any saves)" if op.name == "race" else ""))
+        note = (" (here: every racer loads the saved state before any saves)"
+                if op.name == "race" else "")
+        steps.append(_crash_at_next_task(step_of(evidence, i, calls, note=note), workflow))
     if check.reads_state:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     every = "\n".join(c for s in steps for c in s.calls)
-    agent = _source(Task)
-    if not any(s.crash for s in steps):
-        agent = without_lines(agent, "crash_point(")
-    if not any(s.bad_output is not None for s in steps):
-        agent = without_lines(agent, "if self.t == BAD_OUTPUT", extra=1)
-    shape = options["gate"]
-    if not (shape in ("loop", "loopany") and workflow.n in workflow.gates):
-        agent = without_lines(agent, 'if self.kind == "end"', extra=1)  # no end node
-    build = BUILDERS[shape]
-    if not workflow.gates and shape != "handoff":  # nothing asks: a chain, tasks that never ask
-        build = build_chain_team
-        agent = without_lines(agent, "said = str(")
-        agent = without_lines(agent, 'if self.kind == "ask" or', extra=1)
-        agent = "\n".join("        value = None" if line.lstrip().startswith("value = said.")
-                          else line for line in agent.splitlines())
-    if shape != "handoff":  # no SwarmTask overrides ask/reply: say it inline
-        agent = agent.replace("self.ask(f\"__INTERRUPT__ t{self.t}\")",
-                              "TextMessage(content=f\"__INTERRUPT__ t{self.t}\", source=self.name)")
-        agent = agent.replace("return self.reply(", "return Response(chat_message=")
-        agent = without_lines(without_lines(agent, "def ask(self, text):", extra=1),
-                         "def reply(self, message):", extra=1)
-        agent = agent.replace(", handoff_to=None", "").replace(", self.handoff_to", "").replace(
-            ", handoff_to", "").replace(", TextMessage, HandoffMessage)", ", TextMessage)")
-    if build is build_chain_team:  # every task is a plain task: no kind to tell
-        agent = agent.replace(', kind="task"', "").replace("self.t, self.kind = t, kind",
-                                                           "self.t = t")
-    loads = "load(" in every or check.reads_state
-    store = [save_sqlite, *([load_sqlite] if loads else [])] if sqlite_store else [
-        save_json, *([load_json] if loads else [])]
-    if "overwrite(" in every and sqlite_store:
-        store.append(overwrite_sqlite)
-    # The builder and the store's functions under the names the calls use (build_team, save,
-    # load, overwrite): one definition each, no alias lines.
-    named = {build: "build_team", store[0]: "save",
-             **({store[1]: "load"} if loads else {}),
-             **({overwrite_sqlite: "overwrite"} if overwrite_sqlite in store else {})}
-    parts = [_source(TaskOutput), agent, *([_source(SwarmTask)] if shape == "handoff" else []),
-             *(source_as(f, name) for f, name in named.items()),
-             _source(*([rewrite] if "rewrite(" in every else []),
-                     *([outcome] if check.reads_outcome else []),
-                     *([read_state] if check.reads_state else []))]
-    if "asks(" in "\n".join(parts) + every:  # what tells an asking message (not in a chain)
-        parts.insert(-1 - len(named), _source(asks))
-    glue = [*(["logging.getLogger('autogen_core').setLevel(logging.CRITICAL)  # it logs each crash"]
-              if any(s.crash for s in steps) else []),
-            *(["overwrite = save  # the JSON store holds one state per run"]
+    shape, gated = options["gate"], bool(workflow.gates)
+    bad = any(s.bad_output is not None for s in steps)
+    end = shape in ("loop", "loopany") and workflow.n in workflow.gates
+    agent = _task_source(shape, workflow.n, gated, end, bad)
+    store = _store(every, sqlite_store, check, ops)
+    tampered = "rewrite(" in every
+    readers = [*([rewrite] if tampered else []),
+               *([(outcome if gated else outcome_without_gates)] if check.reads_outcome else []),
+               *([(read_state if gated or tampered else read_state_without_gates)]
+                 if check.reads_state else [])]
+    output = _source(TaskOutput)
+    if not (gated or tampered):  # only the tasks done are read: no task number, no answer
+        output = without_lines(without_lines(output, "answer:"), "task: int")
+        agent = agent.replace("task=self.t, ", "")
+    parts = [output, agent, _builder_source(shape, workflow, options["save"] == "step"),
+             *store,
+             *(source_as(f, {outcome_without_gates: "outcome",
+                             read_state_without_gates: "read_state"}.get(f, f.__name__))
+               for f in readers)]
+    if "asks(" in "\n".join(parts):  # what tells an asking message (not in a chain)
+        parts.insert(2, _source(asks))
+    defined = "\n".join(parts)
+    uses = lambda name: re.search(rf"\b{name}\b", defined) is not None  # noqa: E731
+    constants = [(name, value) for name, value in (("N", workflow.n),
+                                                   ("GATES", set(workflow.gates) or "set()"))
+                 if uses(name)]
+    glue = [*(["overwrite = save  # the JSON store holds one state per run"]
               if "overwrite(" in every and not sqlite_store else []),
-            f"N, GATES, MAX_TURNS = {workflow.n}, {set(workflow.gates) or 'set()'}, "
-            f"{1 if options['save'] == 'step' else None}"
-            + ("  # MAX_TURNS=1: the state is saved after every turn" if options["save"] == "step" else ""),
+            *([f"{', '.join(n for n, _ in constants)} = {', '.join(str(v) for _, v in constants)}"]
+              if constants else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else [])]
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
-    messages = sorted({m for m in ("HandoffMessage", "StructuredMessage", "TextMessage")
-                       if m in "\n".join(parts) + every})
-    conditions = None if build is build_chain_team else {
-        "loop": "TextMentionTermination", "loopany": "TextMentionTermination",
-        "split": "TextMentionTermination",
-        "handoff": "HandoffTermination, SourceMatchTermination"}[shape]
+    text = defined + "\n" + every
+    messages = sorted(m for m in ("HandoffMessage", "StructuredMessage", "TextMessage")
+                      if m in text)
+    conditions = [c for c in ("HandoffTermination", "SourceMatchTermination",
+                              "TextMentionTermination") if c in defined]
     imports = ("from pydantic import BaseModel",
                "from autogen_agentchat.agents import BaseChatAgent",
                "from autogen_agentchat.base import Response",
-               *([f"from autogen_agentchat.conditions import {conditions}"] if conditions else []),
+               *([f"from autogen_agentchat.conditions import {', '.join(conditions)}"]
+                 if conditions else []),
                f"from autogen_agentchat.messages import {', '.join(messages)}",
                "from autogen_agentchat.teams import "
                + ("Swarm" if shape == "handoff" else "DiGraphBuilder, GraphFlow"))
     stdlib = ["json", "os"] + (["sqlite3"] if sqlite_store else []) + (
-        ["copy", "uuid"] if "rewrite(" in every else []) + (
-        ["logging"] if any(s.crash for s in steps) else [])
+        ["copy", "uuid"] if tampered else [])
     return Script(
         header=header("AutoGen AgentChat", variant.description, evidence, pins),
         imports=imports,
