@@ -33,7 +33,9 @@ from adapters.protocol import (
     StateView,
     Unreadable,
     Workflow,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 
 from . import tamper
 from .build import RunSlot, answer_event, build
@@ -80,6 +82,7 @@ class DBOSCase(Case):
         runtime = DBOSRuntime(polling_interval_sec=POLL)
         self.wf = build(self.plan, self.gate, self.slot, runtime=runtime)
         _forget_queue(self.wf.workflow_name)
+        record_call(self.workdir, "wf = await launch()")
         await runtime.launch()
         self.runtime = runtime
 
@@ -95,6 +98,8 @@ class DBOSCase(Case):
         op = as_retried_answer(op)
         if isinstance(op, Start):
             await self._launch()
+            name = thread_label(op.thread)
+            record_call(self.workdir, f"await follow({name!r}, wf.run(run_id={name!r}))")
             return await self._follow(op.thread, 0, self.wf.run(run_id=op.thread))
         if isinstance(op, Resume):
             offset = self._stream_length(op.thread)

@@ -29,6 +29,7 @@ An HTTP error status is the server's refusal: ``Refused`` with its code and body
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from datetime import datetime, timezone
 
@@ -114,6 +115,9 @@ class HttpServerCase(ServerCase):
             asked = self._asked(run_id) if run_id else None
             gate = op.gate or asked or max(self.plan.gates, default=1)
             after = self._last_event(run_id) if run_id else -1
+            if op.gate is not None:  # a racer: its lines apart from the other racers'
+                self.kind = f"racer {os.getpid()}"
+            self.record_answer(op.thread, answer_event(gate, op.value), after)
             hooks.race_ready()
             await self._call(self.client.send_event(op.thread, answer_event(gate, op.value)))
             return await self._follow(op.thread, after)
@@ -122,6 +126,7 @@ class HttpServerCase(ServerCase):
         raise HarnessError(f"HttpServerCase.run does not take {op.name}")
 
     async def _run_handler(self, thread: str, after: int) -> str:
+        self.record_run(thread, after)
         await self._call(self.client.run_workflow_nowait(self.name, handler_id=thread))
         return await self._follow(thread, after)
 
@@ -138,11 +143,13 @@ class HttpServerCase(ServerCase):
         after = -1 if row is None else self._last_event(row[0])
         await self._server(recovering=True)
         data = None if row is None else await self._handler_data(thread)
+        row = self._handler(thread)
+        self.record_recovery(thread, None if data is None else data.status,
+                             row is not None and row[2] is not None)
         if data is None or data.status in ("failed", "cancelled"):
             return await self._run_handler(thread, after=-1)  # a new run: its own sequence
         if data.status == "completed":
             return "completed"
-        row = self._handler(thread)
         if row is not None and row[2] is not None:
             return "interrupted"  # idle at a gate: the restart leaves it for its answer
         return await self._follow(thread, after)

@@ -13,8 +13,9 @@ A race becomes straight lines: every racer restores the snapshot, then each answ
 turn: the interleaving in which all read before any writes (a forced race holds them there).
 Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
 recover / fork / race / query, exception crash points and out-of-schema outputs.  Not: SIGKILL,
-tampering, twin recovery, and the server and DBOS variants; for those the adapter falls back to
-the older unchecked script (``repro_legacy.py``).
+tampering, twin recovery; for those the adapter falls back to the older unchecked script
+(``repro_legacy.py``).  The server and DBOS variants' scripts are ``repro_served.py``'s, from the
+same workflow definition.
 """
 
 from __future__ import annotations
@@ -151,9 +152,39 @@ def workflow_class(n: int, gates, idiom: str, crashes: bool) -> str:
     return "\n".join(events + lines)
 
 
+def task_body_source(workflow, crashes: bool) -> str:
+    """``task_body``'s source, without the crash point when no step crashes and without the
+    answer when no task has a gate."""
+    body = _source(task_body)
+    if not crashes:
+        body = without_lines(body, "crash_point(")
+    if not workflow.gates:  # no task has an answer to record
+        body = without_lines(body, "if value is not None:", extra=1)
+    return body
+
+
+def workflow_imports(text: str) -> tuple:
+    """The imports of pydantic and Workflows that the definitions in ``text`` use."""
+    events = [k for k in ("Event", "HumanResponseEvent", "InputRequiredEvent", "StartEvent", "StopEvent",
+                          "WorkflowIdleEvent") if re.search(rf"\b{k}\b", text)]
+    return ("from pydantic import BaseModel",
+            "from workflows import Context, Workflow, step",
+            "from workflows.events import " + ", ".join(events))
+
+
+def pins(evidence, distributions) -> str:
+    """``name==version`` of each distribution, as the trace was found with (else installed)."""
+    versions = {**installed_versions(distributions), **dict(evidence.versions)}
+    return " ".join(f"{d}=={versions[d]}" for d in distributions if d in versions)
+
+
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
+    if options.get("backend") in ("server", "dbos"):
+        from .repro_served import served_reproduction
+
+        return served_reproduction(variant, workflow, evidence)
     if options.get("backend") != "core" or any(op.name not in SUPPORTED_OPS for op in ops) or any(
             getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
         return None
@@ -182,11 +213,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     crashes = any(s.crash for s in steps)
-    body = _source(task_body)
-    if not crashes:
-        body = without_lines(body, "crash_point(")
-    if not workflow.gates:  # no task has an answer to record
-        body = without_lines(body, "if value is not None:", extra=1)
+    body = task_body_source(workflow, crashes)
     every_step = options["snapshot"] == "step"
     drive_src = _source(drive)
     if not every_step:  # snapshots at a pause and at the end only: no per-event save
@@ -210,16 +237,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
               if any(s.bad_output is not None for s in steps[1:]) else []),
             "wf = Linear(timeout=None)"]
     text = "\n".join(parts)
-    events = [k for k in ("Event", "HumanResponseEvent", "InputRequiredEvent", "StartEvent", "StopEvent",
-                          "WorkflowIdleEvent") if re.search(rf"\b{k}\b", text)]
-    imports = ("from pydantic import BaseModel",
-               "from workflows import Context, Workflow, step",
-               "from workflows.events import " + ", ".join(events))
-    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
-    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     return Script(
-        header=header("LlamaIndex Workflows", variant.description, evidence, pins),
-        imports=imports,
+        header=header("LlamaIndex Workflows", variant.description, evidence, pins(evidence, PINNED)),
+        imports=workflow_imports(text),
         workflow_src="\n".join([text, *glue]),
         steps=tuple(steps),
         check=check,

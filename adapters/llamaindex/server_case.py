@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -36,7 +37,9 @@ from adapters.protocol import (
     StateView,
     Unreadable,
     Workflow,
+    record_call,
 )
+from adapters.toolkit.script import thread_label
 
 from . import tamper
 from .build import RunSlot, answer_classes, answer_event, build
@@ -53,6 +56,16 @@ from .view import decode_state_json, pending_gate
 
 FILE = "server.sqlite"
 NO_RESUME = timedelta(days=36500)
+SCRIPT_NAME = "linear"  # the name a reproduction script registers its workflow under
+# What ``tamper(corrupt)`` does, as a script writes it: the newest tick of the handler's run, cut
+# in half (no longer JSON).
+CORRUPT_TICK = (
+    "with sqlite3.connect(DB) as db:  # the journal's newest tick, cut in half",
+    '    db.execute("UPDATE ticks SET tick_data = substr(tick_data, 1, length(tick_data) / 2)"',
+    """               " || '{{corrupt' WHERE id = (SELECT id FROM ticks WHERE run_id = (\"""",
+    """               " SELECT run_id FROM handlers WHERE handler_id = '{handler}')\"""",
+    """               " ORDER BY sequence DESC LIMIT 1)")""",
+)
 
 
 class ServerCase(Case):
@@ -65,6 +78,40 @@ class ServerCase(Case):
         self.name = self.wf.workflow_name
         self.loop = asyncio.new_event_loop()
         self.server = None
+        self.kind = "call"
+
+    # -- what a reproduction script repeats (over HTTP, whichever way this case calls) ----------
+    # One line per HTTP call of ``llama_agents.client.WorkflowClient`` (``client``) and per
+    # ``follow`` of ``GET /events/{handler_id}``; the handler id is the thread's label.
+    def record(self, source: str) -> None:
+        record_call(self.workdir, source, self.kind)
+
+    def record_run(self, thread: str, after: int) -> None:
+        """``POST /workflows/{name}/run-nowait`` with the handler id, then its events."""
+        name = thread_label(thread)
+        self.record(f"await client.run_workflow_nowait({SCRIPT_NAME!r}, handler_id={name!r})")
+        self.record(f"await follow(client, {name!r}, after={after})")
+
+    def record_answer(self, thread: str, event, after: int) -> None:
+        """``POST /events/{handler_id}`` with the answer, then the events after ``after``."""
+        name = thread_label(thread)
+        self.record(f"await client.send_event({name!r}, "
+                    f"{type(event).__name__}(response={event.response!r}))")
+        self.record(f"await follow(client, {name!r}, after={after})")
+
+    def record_recovery(self, thread: str, status: str | None, idle: bool) -> None:
+        """What a restarted server's handler ``status`` made the case do (``None``: nothing
+        stored, a new run follows).  A running handler that is not ``idle`` at a question is the
+        framework's start-up recovery's, after its grace, which a script does not wait for: kind
+        ``grace``, a script the generator does not write."""
+        name = thread_label(thread)
+        if status == "completed" or (status == "running" and idle):
+            self.record(f"(await client.get_handler({name!r})).status")
+        elif status in ("failed", "cancelled"):
+            self.record(f"# GET /handlers/{name} says {status}: run-nowait with its handler id "
+                        "continues it")
+        elif status == "running":
+            record_call(self.workdir, "# the server's start-up recovery resumes it", "grace")
 
     # -- the server ----------------------------------------------------------------------------
     async def _server(self, *, recovering: bool = False):
@@ -108,6 +155,7 @@ class ServerCase(Case):
         op = as_retried_answer(op)
         if isinstance(op, Start):
             server = await self._server()
+            self.record_run(op.thread, after=-1)
             data = await server._service.start_workflow(self.wf, op.thread)
             return await self._follow(server, data.run_id)
         if isinstance(op, Resume):
@@ -119,6 +167,9 @@ class ServerCase(Case):
             # left for the server to read (a tampered journal is the server's to refuse).
             gate = op.gate or self._asked(row[0]) or max(self.plan.gates, default=1)
             after = self._last_event(row[0])
+            if op.gate is not None:  # a racer: its lines apart from the other racers'
+                self.kind = f"racer {os.getpid()}"
+            self.record_answer(op.thread, answer_event(gate, op.value), after)
             hooks.race_ready()
             await self._send(server, op.thread, answer_event(gate, op.value))
             return await self._follow(server, row[0], after)
@@ -145,12 +196,16 @@ class ServerCase(Case):
         after = -1 if row is None else self._last_event(row[0])
         server = await self._server(recovering=True)
         data = await server._service.load_persistent_handler(thread)
+        idle = data is not None and data.idle_since is not None
+        self.record_recovery(thread, None if data is None else data.status, idle)
         if data is None:  # nothing persisted: re-issue the original input
+            self.record_run(thread, after=-1)
             data = await server._service.start_workflow(self.wf, thread)
             return await self._follow(server, data.run_id)
         if data.status == "completed":
             return "completed"
         if data.status in ("failed", "cancelled"):
+            self.record_run(thread, after=-1)
             data = await server._service.start_workflow(self.wf, thread)
             return await self._follow(server, data.run_id)
         if data.idle_since is not None:
@@ -281,6 +336,9 @@ class ServerCase(Case):
         if row is None:
             raise HarnessError(f"the adapter finds nothing stored for {thread!r} to tamper with")
         run_id = row[0]
+        if how == "corrupt":
+            for line in CORRUPT_TICK:
+                self.record(line.format(handler=thread_label(thread)))
         with self._connect() as conn:
             if how == "corrupt":  # the journal: the newest tick no longer decodes
                 tick_id, data = conn.execute(

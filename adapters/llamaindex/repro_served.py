@@ -1,0 +1,259 @@
+"""A llama-agents-server or llama-agents-dbos finding as a short script: the workflow served as a
+user serves it, the calls the case made, the check.
+
+``served_reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script``
+from the core's workflow definition (``repro.py``) and the definitions below, pasted by name with
+``inspect.getsource`` (real code, importable here):
+
+- server (``server-*``): ``serving()`` starts a ``WorkflowServer`` on a ``SqliteWorkflowStore``,
+  served with uvicorn on 127.0.0.1 and an ephemeral port as ``WorkflowServer.serve`` builds it,
+  and yields the framework's ``WorkflowClient``; ``follow`` reads ``GET /events/{handler_id}``.
+  Each step is one server process's life: ``async with serving() as client:`` and the HTTP calls
+  the case recorded (``server_case.py``), in order, with the handler ids and event sequence
+  numbers it used.  The ``-private`` variants call the server's service object in process; their
+  case records the route behind each call, so their scripts make the same requests over HTTP.
+  A race: one child process per racer, each with its own server on the one SQLite file; all
+  servers are up (a barrier) before any racer answers.
+- DBOS (``dbos-wait``): ``launch()`` configures DBOS on a SQLite system database, the
+  ``DBOSRuntime`` and the workflow on it; ``follow`` reads the run's published events.
+
+Not written (the adapter falls back to ``repro_legacy.py`` or to no script): SIGKILL, twin
+recovery, a recovery that waits for the server's start-up grace, a tamper other than the
+journal's ``corrupt``, a check of the stored state, DBOS traces with more than one start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import socket
+
+import uvicorn
+from dbos import DBOS
+from llama_agents.client import WorkflowClient
+from llama_agents.dbos import DBOSRuntime
+from llama_agents.server import SqliteWorkflowStore, WorkflowServer
+from workflows.events import StopEvent, WorkflowIdleEvent
+
+from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.toolkit.script import Script, check_for, header, source_as, step_of
+
+from .repro import (RunState, _source, outcome, pins, task_body_source, workflow_class,
+                    workflow_imports)
+
+Linear, EVENTS = None, []  # the script defines its workflow class (and lists its answer events)
+SERVER_PINS = ("llama-index-workflows", "llama-agents-server", "llama-agents-client")
+DBOS_PINS = ("llama-index-workflows", "llama-agents-dbos", "dbos")
+SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"},
+             "dbos": {"start", "query"}}
+
+
+# -- what the script contains --------------------------------------------------------------------
+
+DB = os.path.join(WORKDIR, "server.sqlite")
+
+
+@contextlib.asynccontextmanager
+async def serving():
+    """A ``WorkflowServer`` on the SQLite store, served by uvicorn on 127.0.0.1 and an
+    ephemeral port (as ``WorkflowServer.serve`` builds it) until the block ends."""
+    server = WorkflowServer(workflow_store=SqliteWorkflowStore(DB))
+    server.add_workflow("linear", Linear(timeout=None), additional_events=EVENTS)
+    sock = socket.create_server(("127.0.0.1", 0))  # loopback only, a free port
+    http = uvicorn.Server(uvicorn.Config(server.app, log_level="warning"))
+    serve = asyncio.create_task(http.serve(sockets=[sock]))
+    async with asyncio.timeout(30):
+        while not (http.started or serve.done()):  # until the lifespan (the runtime) has started
+            await asyncio.sleep(0.01)
+    yield WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    http.should_exit = True
+    await serve
+
+
+async def follow_once(client, handler_id, after):
+    """Read ``GET /events/{handler_id}`` after sequence ``after`` until the run waits for an
+    answer or stops (the event's type); a failed run raises."""
+    async with asyncio.timeout(60):
+        stream = client.get_workflow_events(handler_id, include_internal_events=True,
+                                            after_sequence=after)
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                kinds = {event.type, *(event.types or ())}
+                if "WorkflowFailedEvent" in kinds:
+                    raise RuntimeError(f"the run failed: {event.value}")
+                if stop := kinds & {"WorkflowIdleEvent", "StopEvent"}:
+                    return stop.pop()
+
+
+async def follow(client, handler_id, after):
+    """``follow_once``, for a run the server may still be rebuilding from its journal when the
+    stream opens (an answer to an idle-released run): a stream silent for 5 s is opened again
+    from the last event seen, as an SSE client reconnects."""
+    async with asyncio.timeout(60):
+        while True:
+            stream = client.get_workflow_events(handler_id, include_internal_events=True,
+                                                after_sequence=after)
+            events = aiter(stream)
+            async with contextlib.aclosing(stream):
+                with contextlib.suppress(TimeoutError):  # silent: subscribe again
+                    while (event := await asyncio.wait_for(anext(events, None), 5)) is not None:
+                        after, kinds = stream.last_sequence, {event.type, *(event.types or ())}
+                        if "WorkflowFailedEvent" in kinds:
+                            raise RuntimeError(f"the run failed: {event.value}")
+                        if stop := kinds & {"WorkflowIdleEvent", "StopEvent"}:
+                            return stop.pop()
+
+
+def outcome_of_server(stopped_at):
+    """``follow``'s last event, or a handler's status (a restart leaves it running: at its
+    question): the run waits for an answer, or it has ended."""
+    return "interrupted" if stopped_at in ("WorkflowIdleEvent", "running") else "completed"
+
+
+async def launch():
+    """DBOS on a SQLite system database (no admin server), the llama runtime, the workflow."""
+    DBOS(config={"name": "repro", "system_database_url": f"sqlite:///{WORKDIR}/dbos.sqlite",
+                 "run_admin_server": False, "notification_listener_polling_interval_sec": 0.01})
+    runtime = DBOSRuntime(polling_interval_sec=0.01)
+    wf = Linear(timeout=None, runtime=runtime)
+    await runtime.launch()
+    return wf
+
+
+async def follow_dbos(run_id, handler):
+    """The run's published events until it waits for an answer or stops; then its result."""
+    async for event in handler.stream_events(expose_internal=True):
+        if isinstance(event, WorkflowIdleEvent):
+            return event
+        if isinstance(event, StopEvent):
+            break
+    handle = await DBOS.retrieve_workflow_async(run_id)
+    return await handle.get_result(polling_interval_sec=0.01)
+
+
+# -- composing it ----------------------------------------------------------------------------------
+
+RACE_NOTE = " (here: every racer's server is up before any of them answers)"
+PRIVATE_NOTE = ("The fuzzer's variant calls the server's service object in process; this script "
+                "makes the\nsame requests over HTTP (the code behind each route).")
+
+
+def _served(calls) -> list:
+    """One server process's life: its HTTP calls inside ``async with serving() as client:``."""
+    return ["async with serving() as client:", *(f"    {c}" for c in calls)]
+
+
+ANSWER = re.compile(r"Ans\d+\(response=[^()]*\)")
+
+
+def _racers(log) -> tuple | None:
+    """``(answer, racers)``: the helper every racer's child process runs (its own server, the
+    barrier, then the calls it recorded, its answer event a parameter) and each racer's call of
+    it; ``None`` when no racer recorded a line or the racers' calls differ otherwise."""
+    kinds = list(dict.fromkeys(kind for kind, _ in log if kind.startswith("racer ")))
+    calls = [[src for k, src in log if k == kind] for kind in kinds]
+    shapes = {tuple(ANSWER.sub("event", c) for c in lines) for lines in calls}
+    if not calls or len(shapes) != 1:
+        return None
+    body = _served(["ALL_UP.wait(60)  # every racer's server is up: all answer at once",
+                    *shapes.pop()])
+    answer = "\n".join(["async def answer(event):", *(f"    {c}" for c in body)])
+    events = [next(m[0] for c in lines if (m := ANSWER.search(c))) for lines in calls]
+    return answer, tuple((f"asyncio.run(answer({e}))",) for e in events)
+
+
+def _steps(evidence, ops, check, dbos: bool, helpers: list) -> list | None:
+    """One ``Step`` per operation; ``helpers`` receives the definitions the steps call."""
+    steps = []
+    for i, op in enumerate(ops):
+        log = evidence.calls[i]
+        if any(kind == "grace" for kind, _ in log):
+            return None  # the server's own start-up recovery, after its grace: not written
+        if op.name == "race":
+            raced = _racers(log)
+            if raced is None:
+                return None
+            helpers.append(raced[0])
+            steps.append(step_of(evidence, i, (), note=RACE_NOTE, racers=raced[1]))
+            continue
+        calls = [src for _, src in log]
+        if op.name == "query":
+            calls = []  # a read: the check does it
+        elif not calls:
+            return None  # the case made no call: nothing to repeat
+        last = calls[-1].lstrip() if calls else ""
+        if i == evidence.step and check.aspect == "outcome" and not last.startswith(
+                ("await follow(", "(await client.get_handler(")):
+            return None
+        if op.name in ("start", "resume", "recover") and not dbos:
+            calls = _served(calls)
+        steps.append(step_of(evidence, i, calls))
+    return steps
+
+
+def _server_parts(evidence, ops, check, steps, gates, helpers) -> tuple:
+    """The server's definitions (``serving``, ``follow``, what the steps call) and imports."""
+    racers = max((len(s.racers) for s in steps), default=0)
+    events = ", ".join(f"{k}{g}" for g in sorted(gates) for k in ("Ask", "Ans"))
+    serve = _source(serving).replace(", additional_events=EVENTS",  # the answer events, if any
+                                     f", additional_events=[{events}]" if gates else "")
+    # An answer may reach a run the server is still rebuilding from its journal: the follow
+    # that subscribes again when its stream is silent.
+    answered = any(op.name in ("resume", "race") for op in ops)
+    parts = ['DB = os.path.join(WORKDIR, "server.sqlite")',
+             *([f"ALL_UP = multiprocessing.Barrier({racers})"] if racers else []),
+             serve, _source(follow) if answered else source_as(follow_once, "follow"), *helpers,
+             *([source_as(outcome_of_server, "outcome")] if check.reads_outcome else [])]
+    imports = ("import uvicorn", "from llama_agents.client import WorkflowClient",
+               "from llama_agents.server import SqliteWorkflowStore, WorkflowServer")
+    stdlib = ("contextlib", "socket", *(["multiprocessing"] if racers else []),
+              *(["sqlite3"] if any(op.name == "tamper" for op in ops) else []))
+    return parts, imports, stdlib
+
+
+def _dbos_parts(check) -> tuple:
+    parts = [_source(launch), source_as(follow_dbos, "follow"),
+             *([_source(outcome)] if check.reads_outcome else [])]
+    return parts, ("from dbos import DBOS", "from llama_agents.dbos import DBOSRuntime"), ()
+
+
+def served_reproduction(variant, workflow, evidence) -> str | None:
+    backend = variant.options["backend"]
+    dbos = backend == "dbos"
+    ops = evidence.ops[: evidence.step + 1]
+    if any(op.name not in SUPPORTED[backend] for op in ops) or any(
+            getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
+        return None
+    if dbos and sum(op.name == "start" for op in ops) != 1:
+        return None  # one launch of DBOS per process (a second fails in llama-agents-dbos 0.7.0)
+    check = check_for(evidence, state_readable=False, outcome_readable=ops[-1].name != "race")
+    # A step failing at its crash point and a run the server failed both raise from ``follow``
+    # (the failure is an event): the script cannot tell their outcomes apart.
+    if check is None or (check.reads_outcome and getattr(ops[-1], "crash", None)):
+        return None
+    helpers = []
+    steps = _steps(evidence, ops, check, dbos, helpers)
+    if steps is None:
+        return None
+    gates = set(workflow.gates)
+    crashes = any(s.crash for s in steps)
+    definitions = [_source(RunState), task_body_source(workflow, crashes),
+                   workflow_class(workflow.n, gates, variant.options["gate"], crashes)]
+    parts, imports, stdlib = (_dbos_parts(check) if dbos else
+                              _server_parts(evidence, ops, check, steps, gates, helpers))
+    if any(s.bad_output is not None for s in steps[1:]):
+        parts.append("BAD_OUTPUT = None  # a task that writes a value outside the schema")
+    # The event classes the definitions use (not the event names ``follow`` compares).
+    used = "\n".join(definitions + (parts if dbos else helpers))
+    head = header("llama-agents-dbos" if dbos else "llama-agents-server", variant.description,
+                  evidence, pins(evidence, DBOS_PINS if dbos else SERVER_PINS))
+    if variant.options.get("api") == "private":
+        head += "\n" + PRIVATE_NOTE
+    return Script(header=head, imports=(*imports, *workflow_imports(used)),
+                  workflow_src="\n".join(definitions + parts), steps=tuple(steps), check=check,
+                  stdlib=stdlib, asynchronous=True).source()
+
+
+__all__ = ["served_reproduction"]

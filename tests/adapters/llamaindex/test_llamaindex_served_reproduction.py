@@ -1,0 +1,58 @@
+"""LlamaIndex reproduction scripts of the server and DBOS variants: the workflow served over HTTP
+on 127.0.0.1 (llama-agents-server) or run on a DBOS runtime (llama-agents-dbos), the calls the
+case made, standalone, and their exit status is the verdict: 1 on a known finding, 0 on a trace
+LlamaIndex gets right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fuzz import reprocheck
+from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
+from fuzz.trace import load_trace
+
+CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "llamaindex"
+HARNESS = ("hooks", "CrashInjected", "_resumefuzz", "RunSlot", "_service", "HttpServerCase",
+           "DBOSCase")  # and fuzz.testing.HARNESS_WORDS
+
+
+def reproduce(adapter, trace, runs=1):
+    return reprocheck.reproduce(adapter, adapter.variant(trace.variant), trace, runs=runs)
+
+
+def test_server_race_script_shows_both_racers_running_the_task(adapter):
+    """Two processes, each with its own server on one SQLite store, answer the same idle handler
+    over HTTP: the task runs once per racer where the contract allows one."""
+    trace = load_trace(defect_entries(CORPUS / "server-wait", "race")[0])
+    repro = reproduce(adapter, trace)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert 'socket.create_server(("127.0.0.1", 0))' in script
+    assert "await client.send_event('run-1', event)" in script
+    assert script.index("ALL_UP.wait(60)") < script.index("await client.send_event(")
+    assert "verdict('effects fired'" in script
+    assert repro.lines <= 125, script
+    check_standalone(script, HARNESS, as_words=True)  # "multiprocessing" holds "tip"
+
+
+def test_dbos_script_shows_an_output_outside_the_schema_accepted(adapter):
+    """A step writes a string into ``RunState.done`` (a list of int) under the DBOS runtime: the
+    run completes where the contract wants a refusal."""
+    trace = load_trace(defect_entries(CORPUS / "dbos-wait", "start")[0])
+    repro = reproduce(adapter, trace)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "wf = await launch()" in repro.script
+    assert "return outcome(await follow('run-1', wf.run(run_id='run-1')))" in repro.script
+    assert "verdict('outcome', status, ['rejected'])" in repro.script
+    check_standalone(repro.script, HARNESS)
+
+
+def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
+    """Start and answer over HTTP, recorded as if the answer had fired nothing: the script sees
+    task 1 fire with 'a', which the contract allows, so it exits 0."""
+    trace = allowed_resume_trace(load_trace(defect_entries(CORPUS / "server-wait", "race")[0]))
+    repro = reproduce(adapter, trace)
+    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
+    assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
+    check_standalone(repro.script, HARNESS)
