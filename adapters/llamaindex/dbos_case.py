@@ -121,6 +121,15 @@ class DBOSCase(Case):
         offset = self._stream_length(thread)
         await self._launch()  # recovers PENDING workflows of this executor
         status = self._status(thread)
+        while status == "ENQUEUED":
+            # DBOS recovers a workflow by putting it back on a queue (dbos/_recovery.py,
+            # ``_recover_workflow``: "re-enqueues rather than executing directly"); its queue
+            # thread's dequeue makes it PENDING and runs it.  Until then ENQUEUED is DBOS's word
+            # for "recovery under way", no refusal: reading it as one recorded a NondetRecovery
+            # that was ours (dbos-wait/NondetRecovery-468c82fa9fa8, withdrawn).  A queue that
+            # never dequeues it ends at the op timeout, as ``stuck``.
+            await asyncio.sleep(POLL)
+            status = self._status(thread)
         if status is None:  # nothing persisted: re-issue the original input
             return await self._follow(thread, 0, self.wf.run(run_id=thread))
         if status == "SUCCESS":
