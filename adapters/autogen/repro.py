@@ -80,8 +80,8 @@ class TaskOutput(BaseModel):
 class Task(BaseChatAgent):
     """Task t as an agent without an LLM.  A gate asks ("__INTERRUPT__ t<g>") until the newest
     message it was sent is the user's "resume:<answer>"; then, like every task, it fires its
-    one effect and writes a TaskOutput.  (In a Swarm, ``SWARM_ASK`` and ``SWARM_REPLY`` take the
-    place of its two ``return`` lines that send a message.)"""
+    one effect and writes a TaskOutput.  (In a Swarm, ``SwarmSpelling``'s lines take the place
+    of its two ``return`` lines that send a message.)"""
 
     produced_message_types = (StructuredMessage[TaskOutput], HandoffMessage)
 
@@ -107,17 +107,29 @@ class Task(BaseChatAgent):
         pass
 
 
-# A Swarm's spelling of ``Task``'s two sending lines: a gate hands off to the user when it asks,
-# and a task hands off to the next one when it is done, its output an inner message.
-SWARM_ASK = """\
+class SwarmSpelling(Task):
+    """Never run: the source of a Swarm's spelling of ``Task``'s two sending lines, which
+    ``_task_source`` writes in their place (``swarm_lines``).  A gate hands off to the user when
+    it asks, and a task hands off to the next one when it is done, its output an inner message."""
+
+    async def on_messages(self, messages, cancellation_token):
+        if self.kind == "gate":  # asks
             ask = HandoffMessage(target="user", content=f"__INTERRUPT__ t{self.t}", source=self.name)
-            return Response(chat_message=ask)"""
-SWARM_REPLY = """\
+            return Response(chat_message=ask)
+        output = TaskOutput(task=self.t, out=self.t)  # done
         message = StructuredMessage[TaskOutput](content=output, source=self.name)
         if self.t == N:  # the last task: its output ends the run
             return Response(chat_message=message)
         done = HandoffMessage(target=f"t{self.t + 1}", content=f"t{self.t} done", source=self.name)
-        return Response(chat_message=done, inner_messages=[message])"""
+        return Response(chat_message=done, inner_messages=[message])
+
+
+def swarm_lines() -> tuple[list, list]:
+    """``SwarmSpelling``'s lines that ask and those that reply, indented as in ``Task``."""
+    lines = inspect.getsource(SwarmSpelling.on_messages).splitlines()
+    asking = lines.index(next(line for line in lines if line.endswith("# asks")))
+    done = lines.index(next(line for line in lines if line.endswith("# done")))
+    return lines[asking + 1:asking + 3], lines[done + 1:]
 
 
 def asks(message):
@@ -333,12 +345,13 @@ def _task_source(shape: str, workflow_n: int, gated: bool, end: bool, bad: bool)
         return agent.replace(", HandoffMessage)", ",)")
     lines = agent.splitlines()
     ask = next((i for i, line in enumerate(lines) if "f\"__INTERRUPT__ t{self.t}\"" in line), None)
+    asking, replying = swarm_lines()
     if ask is not None:
-        lines[ask:ask + 1] = SWARM_ASK.splitlines()
+        lines[ask:ask + 1] = asking
     if workflow_n > 1:  # a task before the last hands off to the next
         last = next(i for i, line in enumerate(lines)
                     if "StructuredMessage[TaskOutput](content=" in line)
-        lines[last:last + 1] = SWARM_REPLY.splitlines()
+        lines[last:last + 1] = replying
     return "\n".join(lines)
 
 
