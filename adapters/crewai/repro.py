@@ -17,13 +17,16 @@ context, and later flows in it would join that state.
 Written for every variant and every operation but tampering (that falls back to the older
 unchecked script, ``repro_legacy.py``).  A twin recovery is written as the recovery of the
 original store, the first of the two the fuzzer runs (the second, on a copy, runs after it and
-cannot change it); a stale resume through the flow id is ``from_pending(id).resume(v)`` again.  A forced race holds its racers at a
+cannot change it); where only the copy's recovery differs, the script copies the store first as
+the engine does (``COPY``) and checks the copy's recovery against the original's
+(``_with_twin``).  A stale resume through the flow id is ``from_pending(id).resume(v)`` again.  A forced race holds its racers at a
 ``multiprocessing.Barrier`` between ``from_pending`` (the read) and ``resume`` (the write), as
 the case's ``race_ready`` does.
 """
 
 from __future__ import annotations
 
+import glob
 import inspect
 import json
 import os
@@ -38,17 +41,30 @@ from crewai.state.checkpoint_config import CheckpointConfig
 from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
+    OUTCOME_WORDS,
+    Check,
     Script,
     check_for,
+    effect_rows,
     header,
+    ran,
+    source_as,
     step_of,
     without_docstring,
+    without_lines,
 )
 
 from . import sandbox
 from .case import ON_EVENTS
 
 PINNED = ("crewai",)
+# The switches of ``sandbox.SWITCHES`` a script sets: telemetry (``OTEL_SDK_DISABLED``: CrewAI's
+# one reader of the three telemetry switches, and the OpenTelemetry SDK), the PyPI version check
+# (``CI``), the first-run trace prompt, trace auto-collection and ``./.crewai``
+# (``CREWAI_TESTING``).  Tracing stays off without them: the script's fresh HOME holds no trace
+# consent (``should_enable_tracing``); the others are redundant with these, or concern what a
+# flow without Memory never builds (chromadb) or a Redis lock nobody configured.
+SCRIPT_SWITCHES = ("OTEL_SDK_DISABLED", "CI", "CREWAI_TESTING")
 SUPPORTED_OPS = {"start", "resume", "recover", "twin_recover", "fork", "query", "race", "stale_resume"}
 BAD_OUTPUT, PROVIDER, SQLITE = None, None, None  # the script's glue sets these
 persistence = None  # the script's glue: SQLiteFlowPersistence("flows.db")
@@ -70,34 +86,14 @@ class PendingProvider:
 
 
 def task_body(state, t, value):
-    """Task t: its one effect (with the answer, if it is a gate), then its result in the state."""
-    effect(t, value)
-    if t not in state.done:  # a re-run shows in the effects, not as a duplicate
-        state.done = [*state.done, t]
-    if value is not None:
-        state.answers = {**state.answers, t: value}
-    return t
-
-
-def task_body_bad_output(state, t, value):
-    """``task_body``; task ``BAD_OUTPUT`` writes a value outside the state schema (a string
-    where the schema has a task number)."""
-    effect(t, value)
-    out = "<bad>" if t == BAD_OUTPUT else t
-    if out not in state.done:
-        state.done = [*state.done, out]
-    if value is not None:
-        state.answers = {**state.answers, t: value}
-    return out
-
-
-def task_body_crashing(state, t, value):
-    """``task_body_bad_output``, with the points where a run may be made to fail."""
+    """Task t: its one effect (with the answer, if it is a gate), then its result in the state;
+    task ``BAD_OUTPUT`` writes a value outside the state schema (a string where the schema has a
+    task number).  The script keeps only what its trace uses (``_task_body``)."""
     crash_point(t, "before its effect")
     effect(t, value)
     crash_point(t, "after its effect")
     out = "<bad>" if t == BAD_OUTPUT else t
-    if out not in state.done:
+    if out not in state.done:  # a re-run shows in the effects, not as a duplicate
         state.done = [*state.done, out]
     if value is not None:
         state.answers = {**state.answers, t: value}
@@ -116,7 +112,7 @@ def checkpointing(location, restore_from=None):
 def checkpoints_json(location):
     """Every checkpoint file under ``location``, oldest first, as ``crewai checkpoint resume``
     orders them (by modification time)."""
-    files = [os.path.join(d, f) for d, _, names in os.walk(location) for f in names if f.endswith(".json")]
+    files = glob.glob(os.path.join(location, "**", "*.json"), recursive=True)
     return sorted(files, key=lambda path: (os.stat(path).st_mtime_ns, path))
 
 
@@ -136,9 +132,8 @@ def read_checkpoint_json(loc):
 
 def read_checkpoint_sqlite(loc):
     path, checkpoint_id = loc.rsplit("#", 1)
-    row = SQLITE.connect(path).execute("SELECT json(data) FROM checkpoints WHERE id = ?",
-                                       (checkpoint_id,)).fetchone()
-    return json.loads(row[0])
+    sql = "SELECT json(data) FROM checkpoints WHERE id = ?"
+    return json.loads(SQLITE.connect(path).execute(sql, (checkpoint_id,)).fetchone()[0])
 
 
 checkpoints = read_checkpoint = None  # the script's own: one of the pairs above
@@ -154,23 +149,45 @@ def checkpoint_at_gate(location, gate):
         doc = read_checkpoint(loc)
         nodes = (doc.get("event_record") or {}).get("nodes") or {}
         paused = [n["event"] for n in nodes.values() if n["event"]["type"] == "method_execution_paused"]
-        if doc.get("trigger") == "method_execution_paused" and paused and max(
-                paused, key=lambda e: (e["timestamp"], e["emission_sequence"]))["method_name"] == f"gate_{gate}":
+        last = max(paused, key=lambda e: (e["timestamp"], e["emission_sequence"]), default={})
+        if doc.get("trigger") == last.get("type") and last.get("method_name") == f"gate_{gate}":
             return loc
 
 
-def read_state(flow_id, location=None):
-    """Tasks done, answers and the pending gate, as stored: the flow's latest saved state (with
-    ``location``: its latest checkpoint's) and its pending feedback."""
-    state = persistence.load_state(flow_id)
-    if location is not None:
-        found = checkpoints(location)
-        entities = read_checkpoint(found[-1])["entities"] if found else []
-        state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
+# ``read_state``: the script carries the one of these its backend and workflow need.
+
+
+def read_state_persist(flow_id):
+    """Tasks done, answers and the pending gate, as stored: the flow's latest saved state and
+    its pending feedback."""
+    state = persistence.load_state(flow_id) or {"done": [], "answers": {}}
     pending = persistence.load_pending_feedback(flow_id)
-    state = state or {"done": [], "answers": {}}
     return {"done": state["done"], "answers": {str(t): v for t, v in state["answers"].items()},
             "pending": int(pending[1].method_name.split("_")[1]) if pending else None}
+
+
+def read_state_checkpoint(flow_id, location):
+    """``read_state_persist``, the state read from the flow's latest checkpoint."""
+    found = checkpoints(location)
+    entities = read_checkpoint(found[-1])["entities"] if found else []
+    state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
+    state = state or {"done": [], "answers": {}}
+    pending = persistence.load_pending_feedback(flow_id)
+    return {"done": state["done"], "answers": {str(t): v for t, v in state["answers"].items()},
+            "pending": int(pending[1].method_name.split("_")[1]) if pending else None}
+
+
+def read_state_persist_done(flow_id):
+    """The tasks done, as stored (a flow without gates has no answers and no pending one)."""
+    return {"done": (persistence.load_state(flow_id) or {"done": []})["done"]}
+
+
+def read_state_checkpoint_done(location):
+    """``read_state_persist_done``, from the flow's latest checkpoint."""
+    found = checkpoints(location)
+    entities = read_checkpoint(found[-1])["entities"] if found else []
+    state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
+    return {"done": state["done"] if state else []}
 
 
 class Kept:
@@ -192,7 +209,7 @@ def outcome(result):
 # -- composing it ----------------------------------------------------------------------------------
 
 
-def flow_class(workflow, persist: bool, body: str) -> str:
+def flow_class(workflow, persist: bool, crashing: bool) -> str:
     """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
     task is a ``@human_feedback`` method that pauses, and the task listening to it."""
     lines = ['@persist(SQLiteFlowPersistence("flows.db"))'] if persist else []
@@ -203,37 +220,55 @@ def flow_class(workflow, persist: bool, body: str) -> str:
         listen = "@start()" if previous is None else f"@listen({previous})"
         value = "None"
         if t in workflow.gates:
-            crash = [f'        crash_point({t}, "before its effect")'] if body == "task_body_crashing" else []
+            crash = [f'        crash_point({t}, "before its effect")'] if crashing else []
             lines += [f"    {listen}",
                       f'    @human_feedback(message="gate {t}", provider=PendingProvider())',
                       *([f"    def gate_{t}(self):", *crash, f'        return "gate {t}"'] if crash
                         else [f'    def gate_{t}(self): return "gate {t}"'])]
             listen, value = f"@listen(gate_{t})", "self.last_human_feedback.feedback"
-        lines += [f"    {listen}", f"    def task_{t}(self): return {body}(self.state, {t}, {value})"]
+        lines += [f"    {listen}", f"    def task_{t}(self): return task_body(self.state, {t}, {value})"]
         previous = f"task_{t}"
     return "\n".join(lines)
 
 
-def _source(*objects, backend: str = "persist") -> str:
-    """The objects' source; ``checkpoints`` and ``read_checkpoint`` are the backend's pair."""
+def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
+    """The objects' source; ``checkpoints`` and ``read_checkpoint`` are the backend's pair,
+    ``read_state`` the backend's reader (``done_only``: of the tasks done alone)."""
     out = []
     for o in objects:
-        if isinstance(o, str):  # checkpoints, read_checkpoint
-            o = globals()[f"{o}_{backend}"]
-            out.append(without_docstring(inspect.getsource(o)).replace(o.__name__, o.__name__.rsplit("_", 1)[0], 1))
+        if o == "read_state":
+            kind = "persist" if backend == "persist" else "checkpoint"
+            o = globals()[f"read_state_{kind}{'_done' if done_only else ''}"]
+            out.append(source_as(o, "read_state"))
+        elif isinstance(o, str):  # checkpoints, read_checkpoint
+            out.append(source_as(globals()[f"{o}_{backend}"], o))
         else:
             out.append(without_docstring(inspect.getsource(o)))
     return "\n".join(out)
 
 
-def _setup(backend: str, n: int, gates, restored: bool) -> list:
+def _task_body(gates: bool, bad: bool) -> str:
+    """``task_body`` as the trace uses it: without the answer where no task asks for one, the
+    task itself as its result where none writes outside the schema (its crash points are
+    trimmed by ``Script``)."""
+    src = without_docstring(inspect.getsource(task_body))
+    if not gates:
+        src = without_lines(src, "if value is not None", extra=1)
+    if not bad:
+        src = re.sub(r"\bout\b", "t", without_lines(src, "out = "))
+    return src
+
+
+def _setup(backend: str, n: int, gates, restored: bool, pending: bool) -> list:
     """Before CrewAI is imported: every file it writes goes into WORKDIR (the current directory
-    and HOME), and nothing phones home (telemetry, tracing, the PyPI version check)."""
-    switches = {k: v for k, v in sandbox.SWITCHES.items() if v}
+    and HOME), and nothing phones home (``SCRIPT_SWITCHES``); ``pending``: the script names
+    ``HumanFeedbackPending``."""
+    env = ", ".join(f"{k}={sandbox.SWITCHES[k]!r}" for k in SCRIPT_SWITCHES)
     lines = ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME",
-             f"os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR, **{switches!r})"
-             "  # no telemetry, tracing or version check",
-             "from crewai.flow.async_feedback import HumanFeedbackPending",
+             "os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR,  # no telemetry, version check, "
+             "trace prompt",
+             f"                  {env})",
+             *(["from crewai.flow.async_feedback import HumanFeedbackPending"] if pending else []),
              f"from crewai.flow.flow import Flow, FlowState{', listen' if n > 1 or gates else ''}, start",
              *(["from crewai.flow.human_feedback import human_feedback"] if gates else []),
              "from crewai.flow.persistence import SQLiteFlowPersistence"
@@ -306,14 +341,78 @@ def _held(call: str) -> tuple:
     return (f"flow = {read}", "BARRIER.wait()", f"flow.resume({value}")
 
 
-def _joined(calls: list) -> list:
-    """``flow = X`` then ``flow.kickoff()`` -> ``X.kickoff()`` (nothing else reads ``flow``)."""
+def _joined(calls: list, width: int) -> list:
+    """``flow = X`` then ``flow.kickoff()`` -> ``X.kickoff()`` (nothing else reads ``flow``),
+    where that fits in ``width`` characters."""
     out = []
     for src in calls:
-        if src == "flow.kickoff()" and out and out[-1].startswith("flow = "):
+        if src == "flow.kickoff()" and out and out[-1].startswith("flow = ") \
+                and len(out[-1]) - len("flow = ") + len(".kickoff()") <= width:
             src = out.pop().removeprefix("flow = ") + ".kickoff()"
         out.append(src)
     return out
+
+
+def _without_unread(script: str) -> str:
+    """``script`` without the glue that keeps what its check does not read: the effects a step
+    fired (``before = ...`` and ``fired = ...``) where the check reads the stored state, its
+    status where the check reads no outcome."""
+    lines = script.splitlines()
+    check = lines[-1]
+    if "fired" not in check:
+        lines = [line for line in lines if not re.fullmatch(r"fired = .*\[before:\]", line)]
+        if "status" not in check:
+            lines = [line for line in lines if line != "status, fired = 'completed', effects()[before:]"]
+            lines = [re.sub(r"^status(, fired)? = ", "", line) for line in lines]
+        if not any("[before:]" in line for line in lines if not line.startswith(" ")):
+            lines = [line for line in lines if not re.fullmatch(r"before = len\(.*\)", line)]
+    return "\n".join(lines) + "\n"
+
+
+def _twin_differs(evidence) -> bool:
+    """A twin recovery whose copy's outcome or effects differ from the original's, which the
+    contract allows (a NondetRecovery that only the copy shows)."""
+    main = evidence.observed[evidence.step]
+    return (evidence.ops[evidence.step].name == "twin_recover" and main.twin is not None
+            and (main.outcome, effect_rows(main)) != (main.twin.outcome, effect_rows(main.twin)))
+
+
+# The copy a restored backup or a second host has of the store: the bytes, in directory order,
+# with fresh file times (``clone_store``, ``protocol.copy_files``), the SQLite journal as it is.
+COPY = ('shutil.copytree("ck", "copy/ck", copy_function=shutil.copyfile)  # bytes, fresh mtimes',
+        'for name in glob.glob("flows.db*"):  # flows.db, its -wal and -shm as they are',
+        '    shutil.copyfile(name, f"copy/{name}")')
+
+
+def _with_twin(script: str, evidence, calls: list, isolated: bool) -> str:
+    """``script`` whose last step recovers the store, as the recovery of a byte copy taken
+    before it too (``COPY``), checked against the first: the engine's twin recovery."""
+    lines = script.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("# Expected: "))
+    start = max(i for i, line in enumerate(lines[:end]) if re.match(r"# \d+\. ", line))
+    block = lines[start + 1: end]
+    defs = [line for i, line in enumerate(block) if line.startswith((" ", "def "))]
+    runs = [line for line in block if line not in defs]
+    again = (["before = len(effects())", runs[-2].replace("status = ", "twin = ", 1) + ", effects()[before:]"]
+             if isolated else [runs[-1].replace("status, fired = ", "twin = ", 1)])
+    main = evidence.observed[evidence.step]
+    said = in_crewai_terms(Check(
+        aspect="outcome", allowed=(),
+        expected="the copy recovers as the store did: the same outcome, the same tasks run",
+        observed=f"the store: the call {OUTCOME_WORDS[main.outcome]}, {ran(effect_rows(main))}; "
+                 f"the copy: {OUTCOME_WORDS[main.twin.outcome]}, {ran(effect_rows(main.twin))}"),
+        calls)
+    lines[start: len(lines)] = [
+        lines[start].replace("the first of two recoveries each on its own copy of the store",
+                             "on the store and on a byte copy of it taken first"),
+        *COPY, *defs, *runs,
+        'os.chdir("copy")  # CrewAI stores paths relative to the current directory',
+        *again,
+        f"# Expected: {said.expected}", f"# Observed: {said.observed}",
+        "verdict('the recovery of the copy (outcome, effects fired)', twin, [(status, fired)])"]
+    text = "\n".join(lines) + "\n"
+    return text.replace("the first of two recoveries each on its own copy of the store",
+                        "then on a byte copy of the store taken before it")
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
@@ -327,43 +426,63 @@ def reproduction(variant, workflow, evidence) -> str | None:
         # The crash point is ours; that it was reached at all says which task ran again: say
         # that (the effects) when it tells the observation apart too.
         check = check_for(evidence, state_readable=True, outcome_readable=False) or check
+    twin = check is None and _twin_differs(evidence)
+    if twin:  # the recovery of the copy tells it apart: the check is written by _with_twin
+        check = Check(aspect="outcome", allowed=(), expected="", observed="")
     if check is None:
         return None
     step_calls = [src for kind, src in (evidence.calls[evidence.step] if evidence.step < len(evidence.calls)
                                         else ()) if kind == "call"]
     check = in_crewai_terms(check, step_calls)
-    kept = _kept(evidence.calls[: len(ops)], check.aspect == "state")
+    # Without gates nothing is answered or pending: the script reads the tasks done alone.
+    done_only = not workflow.gates
+    if done_only and check.aspect == "state":
+        check = replace(check, allowed=tuple({"done": a["done"]} for a in check.allowed),
+                        expected=check.expected.replace("; no feedback pending", ""),
+                        observed=check.observed.replace("; no feedback pending", ""))
+    # CrewAI's event bus runs threads that a fork does not copy: a child forked from a process
+    # that ran a flow hangs.  So when a step must run in a child (a race, a SIGKILL), every step
+    # does, and the ids they keep go through a file.  Otherwise each step runs in a fresh
+    # context, as the case runs each operation; a script of one step runs in the one it has.
+    isolated = any(op.name == "race" or (getattr(op, "crash", None) is not None
+                                         and op.crash.kind == "sigkill") for op in ops)
+    fresh = not isolated and sum(op.name != "query" for op in ops) > 1
+    calls = [_read_by_location(entries) if done_only and backend != "persist" else entries
+             for entries in evidence.calls[: len(ops)]]
+    kept = _kept(calls, check.aspect == "state")
     steps = []
     for i, op in enumerate(ops):
-        entries = evidence.calls[i] if i < len(evidence.calls) else ()
-        calls = _joined([src for kind, src in entries if kind == "call" or (kind, src) in kept[i]])
-        if op.name not in ("query", "race") and not calls:
+        entries = calls[i] if i < len(calls) else ()
+        observes = i == evidence.step and (check.aspect == "outcome" or evidence.observed[i].outcome
+                                           in ("rejected", "crashed"))
+        # How much of a line the script's glue around a joined call takes: a lambda run in a
+        # fresh context, a function's return of its outcome, an observed lambda.
+        around = 20 if isolated else 40 if fresh else 43 if observes else 0
+        step_calls = _joined([src for kind, src in entries if kind == "call" or (kind, src) in kept[i]],
+                             width=100 - around)
+        if op.name not in ("query", "race") and not step_calls:
             return None  # the adapter failed before any framework call: nothing to repeat
         racers = ()
         if op.name == "race":
-            calls = [src for kind, src in entries if kind == "call"]
-            if len(calls) != len(op.values):
+            step_calls = [src for kind, src in entries if kind == "call"]
+            if len(step_calls) != len(op.values):
                 return None  # a racer that made no call, or more than one
-            racers, calls = tuple(_held(c) if op.forced else (c,) for c in calls), []
-        steps.append(step_of(evidence, i, calls if op.name != "query" else (), racers=racers))
+            racers = tuple(_held(c) if op.forced else (c,) for c in step_calls)
+            step_calls = []
+        steps.append(step_of(evidence, i, step_calls if op.name != "query" else (), racers=racers))
         if i == evidence.step and check.aspect == "state":
             reads = [src for kind, src in entries if kind == "read"]
             if not reads:
                 return None
             check = replace(check, state_src=reads[-1])
     bad = any(s.bad_output is not None for s in steps)
-    body = (task_body_crashing if any(s.crash for s in steps) else
-            task_body_bad_output if bad else task_body)
+    crashing = any(s.crash for s in steps)
     text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
     text += " " + check.state_src
     readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
-                           checkpoint_at_gate, read_state) if _needed(f, text, backend)]
+                           checkpoint_at_gate, "read_state") if _needed(f, text, backend)]
     if check.aspect == "outcome":
         readers.append(outcome)
-    # CrewAI's event bus runs threads that a fork does not copy: a child forked from a process
-    # that ran a flow hangs.  So when a step must run in a child (a race, a SIGKILL), every step
-    # does, and the ids they keep go through a file.
-    isolated = any(s.racers or (s.crash and s.crash[2] == "sigkill") for s in steps)
     kept = (lambda name: f"Kept({name!r})") if isolated else (lambda name: "{}")
     if isolated and "[" in text:
         readers.append(Kept)
@@ -374,9 +493,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
                "  # racers wait here until all have read"] if forced else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
-            flow_class(workflow, backend == "persist", body.__name__),
+            flow_class(workflow, backend == "persist", crashing),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
-              if "persistence" in text or read_state in readers else []),
+              if "persistence" in text or ("read_state" in readers and not (
+                  done_only and backend != "persist")) else []),
             *(['set_flow_persistence_factory(lambda: SQLiteFlowPersistence("flows.db"))'
                "  # for restored flows"] if restored else []),
             *([f"ID = {kept('ids')}  # flow ids by run"] if "ID[" in text else []),
@@ -385,22 +505,31 @@ def reproduction(variant, workflow, evidence) -> str | None:
     versions = {**installed_versions(PINNED), **dict(evidence.versions)}
     pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     if backend == "sqlite":
-        pins += f" pysqlite3-binary=={versions.get('pysqlite3-binary', '0.5.4')}"
-    definitions = _source(WorkflowState, *([PendingProvider] if workflow.gates else []), body,
-                          *readers, backend=backend)
-    return Script(
+        pins += f" pysqlite3=={versions.get('pysqlite3', '0.6.1')}"
+    state_class = _source(WorkflowState, *([PendingProvider] if workflow.gates else []))
+    definitions = "\n".join(filter(None, [  # no readers: no blank line
+        state_class if workflow.gates else without_lines(state_class, "answers:"),
+        _task_body(bool(workflow.gates), bad),
+        _source(*readers, backend=backend, done_only=done_only)]))
+    script = Script(
         header=header("CrewAI Flows", variant.description, evidence, pins),
         imports=(),  # after the environment is set: in the workflow part
-        workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored),
+        workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored,
+                                        bool(workflow.gates) or outcome in readers),
                                  definitions, *glue]),
         steps=tuple(steps),
         check=check,
         stdlib=("os", "tempfile", *(["json"] if "read_checkpoint" in readers else []),
+                *(["glob"] if twin or backend == "json" and "checkpoints" in readers else []),
+                *(["shutil"] if twin else []),
                 *(["uuid"] if "uuid." in text else []), *(["shelve"] if Kept in readers else []),
                 *(["multiprocessing"] if forced else [])),
-        fresh_context=not isolated,
+        fresh_context=fresh,
         isolated=isolated,
     ).source()
+    if twin:
+        return _with_twin(script, evidence, step_calls, isolated)
+    return _without_unread(script)
 
 
 def _needed(f, text: str, backend: str) -> bool:
@@ -410,4 +539,11 @@ def _needed(f, text: str, backend: str) -> bool:
         return reads_checkpoints or "latest_checkpoint(" in text or "checkpoint_at_gate(" in text
     if f == "read_checkpoint":
         return reads_checkpoints or "checkpoint_at_gate(" in text
-    return f.__name__ + "(" in text
+    return (f if isinstance(f, str) else f.__name__) + "(" in text
+
+
+def _read_by_location(entries) -> tuple:
+    """A checkpoint variant's ``read_state(ID[...], location)`` as ``read_state(location)``:
+    without gates there is no pending feedback to look up by flow id."""
+    return tuple((kind, re.sub(r"read_state\(ID\[[^]]*\], ", "read_state(", src) if kind == "read"
+                  else src) for kind, src in entries)

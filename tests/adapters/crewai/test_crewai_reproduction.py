@@ -98,3 +98,22 @@ def test_a_stale_resume_is_the_same_from_pending_call_again(tmp_path):
     assert "through the handle obtained while task" in script
     assert script.count(".resume('") >= 2
     check_standalone(script, HARNESS)
+
+
+@pytest.mark.slow
+def test_a_recovery_only_the_copy_shows_copies_the_store_first(tmp_path):
+    """A NondetRecovery that only the twin recovery shows: the script copies the store as the
+    engine's clone does (bytes, directory order, fresh mtimes), recovers the original, then the
+    copy with the same calls, and checks the copy's outcome and effects against the
+    original's.  Which checkpoint the copy finds latest depends on the order it was written in,
+    so the rate is not pinned (runs=0)."""
+    found = [p for p in sorted(CORPUS.rglob("NondetRecovery-*.json"))
+             if json.loads(p.read_text())["operations"][-1]["op"] == "twin_recover"]
+    assert found, "no NondetRecovery entry ending in twin_recover left in the corpus"
+    recorded, script = report(found[0], tmp_path, runs=0)
+    assert recorded["checked"] and recorded["lines"] <= 120, script
+    assert "shutil.copytree(" in script and 'os.chdir("copy")' in script
+    assert script.count("in_child(step_2)") == 2, script
+    assert "verdict('the recovery of the copy (outcome, effects fired)', twin, [(status, fired)])" \
+        in script
+    check_standalone(script, HARNESS)
