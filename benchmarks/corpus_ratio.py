@@ -1,16 +1,21 @@
 """Shrunk length against the category's minimum, over a framework's corpus as committed.
 
     PYTHONPATH=$PWD .tox/adapter-langgraph/bin/python benchmarks/corpus_ratio.py langgraph \
-        [--rev GIT_REV] [--list]
+        [--rev GIT_REV] [--list] [--probe]
 
 For every entry of ``corpus/<target>`` on a built-in store (``store-*`` variants and entries
 fuzzed with ``--store`` are left out), its length divided by the minimum of its category for its
 variant (``fuzz.minimize.category_minima``: what ``resumefuzz explore --target T --variant V``
 prints) and by the *mechanism* minimum (the same, restricted to the kinds of operations the
-entry uses; ``benchmarks/reminimize_corpus.py`` explains both).  ``--rev``: the entries as they
-were at a git revision (to compare before and after a ``resumefuzz minimize --replace``);
-``--list``: every entry above its variant minimum.  Entries recorded ``FIXED`` no longer diverge,
-so nothing can shorten them: the *live* line leaves them out.  Runs nothing on the framework.
+entry uses, and never below the fewest operations a trace through the entry's route can have;
+``benchmarks/reminimize_corpus.py`` explains both).  ``--rev``: the entries as they were at a
+git revision (to compare before and after a ``resumefuzz minimize --replace``); ``--list``:
+every entry above its variant minimum.  Entries recorded ``FIXED`` no longer diverge, so nothing
+can shorten them: the *live* line leaves them out.  Runs nothing on the framework, except with
+``--probe``: each live entry above its mechanism minimum is measured on the target, every
+shorter trace through its route (``reminimize_corpus.route_traces``) run once; when none of
+them diverges alike (category, property, verdict), the route's minimum on that variant is the
+entry's own length (the *probed* line).  A free race is not probed (one run decides nothing).
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fuzz.minimize import mechanism_caps
+from fuzz.minimize import session_judge, timing_dependent
 from fuzz.targets import prepare, resolve, select_variants
 from fuzz.trace import parse_trace
-from reminimize_corpus import minima_for  # the same minima, computed once per capability set
+from reminimize_corpus import mechanism_minimum, minima_for, route_traces
 
 
 def entries(target: str, rev: str | None) -> list[tuple[str, dict]]:
@@ -53,20 +58,53 @@ def rows(adapter, found: list[tuple[str, dict]]) -> list[dict]:
         minimum = minima_for(caps).get(trace.finding.category)
         if not minimum:  # Unclassified, or Stuck without SIGKILL: no mutant, no minimum
             continue
-        mechanism = minima_for(mechanism_caps(caps, trace.operations)).get(
-            trace.finding.category, minimum)
+        mechanism = mechanism_minimum(caps, trace)
         n = len(trace.operations)
         out.append({"path": path, "status": doc.get("status"), "length": n,
                     "minimum": minimum, "ratio": n / minimum, "mechanism": n / mechanism,
-                    "ops": [op.name for op in trace.operations]})
+                    "mechanism_minimum": mechanism, "ops": [op.name for op in trace.operations],
+                    "trace": trace, "variant": variant, "caps": caps})
     return out
 
 
-def summary(rated: list[dict]) -> str:
+def probe(adapter, rated: list[dict]) -> None:
+    """Add ``probed`` (the route's minimum measured on the target) and ``tried`` to each live
+    row above its mechanism minimum (``--probe``; module docstring)."""
+    from fuzz.runner import Session, Settings
+
+    sessions: dict = {}
+    try:
+        for row in rated:
+            trace, low = row["trace"], row["mechanism_minimum"]
+            if row["status"] == "FIXED" or row["length"] <= low or timing_dependent(trace):
+                continue
+            if row["variant"].name not in sessions:
+                sessions[row["variant"].name] = Session(adapter, row["variant"],
+                                                        settings=Settings())
+            judge = session_judge(sessions[row["variant"].name])
+            goal = (trace.finding.category, trace.finding.property, trace.finding.verdict)
+            row["probed"], row["tried"] = row["length"], 0
+            for length in range(low, row["length"]):
+                for workflow, ops in route_traces(trace, row["caps"], length):
+                    row["tried"] += 1
+                    judged = judge(trace.with_(workflow=workflow, operations=ops))
+                    if judged is not None and judged.key == goal:
+                        row["probed"] = length
+                        break
+                if row["probed"] < row["length"]:
+                    break
+            print(f"probed {row['path']}: {row['tried']} shorter traces run, route minimum "
+                  f"{row['probed']}", file=sys.stderr)
+    finally:
+        for session in sessions.values():
+            session.close()
+
+
+def summary(rated: list[dict], key: str = "mechanism") -> str:
     if not rated:
         return "no rated entries"
     ratio = [r["ratio"] for r in rated]
-    mech = [r["mechanism"] for r in rated]
+    mech = [r[key] for r in rated]
     return (f"{len(rated)} rated, mean length {statistics.mean(r['length'] for r in rated):.2f}; "
             f"vs variant minimum: median {statistics.median(ratio):.2f}, mean "
             f"{statistics.mean(ratio):.3f}; vs mechanism minimum: median "
@@ -78,20 +116,31 @@ def main() -> int:
     parser.add_argument("target")
     parser.add_argument("--rev", metavar="GIT_REV", help="the corpus as at this git revision")
     parser.add_argument("--list", action="store_true", help="every entry above its minimum")
+    parser.add_argument("--probe", action="store_true", help="measure the route minimum of "
+                        "live entries above their mechanism minimum on the target")
     args = parser.parse_args()
     if not Path("corpus", args.target).is_dir():
         print(f"corpus_ratio: no corpus/{args.target} here (run it from the repository root)",
               file=sys.stderr)
         return 2
-    rated = rows(prepare(resolve(args.target)), entries(args.target, args.rev))
-    print(f"{args.target}{' at ' + args.rev if args.rev else ''}, all: {summary(rated)}")
-    print(f"{args.target}{' at ' + args.rev if args.rev else ''}, live (not FIXED): "
-          f"{summary([r for r in rated if r['status'] != 'FIXED'])}")
+    adapter = prepare(resolve(args.target))
+    rated = rows(adapter, entries(args.target, args.rev))
+    live = [r for r in rated if r["status"] != "FIXED"]
+    where = f"{args.target}{' at ' + args.rev if args.rev else ''}"
+    print(f"{where}, all: {summary(rated)}")
+    print(f"{where}, live (not FIXED): {summary(live)}")
+    if args.probe:
+        probe(adapter, rated)
+        for r in rated:
+            r["probed_ratio"] = r["length"] / r.get("probed", r["mechanism_minimum"])
+        print(f"{where}, all, mechanism minimum probed: {summary(rated, 'probed_ratio')}")
+        print(f"{where}, live, mechanism minimum probed: {summary(live, 'probed_ratio')}")
     if args.list:
         for r in sorted(rated, key=lambda r: -r["ratio"]):
             if r["ratio"] > 1:
-                print(f"{r['ratio']:.2f} (mechanism {r['mechanism']:.2f}) {r['status']:6} "
-                      f"{r['path']}: {', '.join(r['ops'])}")
+                probed = f", probed {r['probed_ratio']:.2f}" if "probed_ratio" in r else ""
+                print(f"{r['ratio']:.2f} (mechanism {r['mechanism']:.2f}{probed}) "
+                      f"{r['status']:6} {r['path']}: {', '.join(r['ops'])}")
     return 0
 
 

@@ -15,7 +15,12 @@ no minimum and are listed apart.
 A second minimum, *mechanism*, restricts the search further to the kinds of operations the
 original entry uses (its operation names, crash kinds and phases, tamper kinds, BadOutput or
 not): a finding that goes through a tamper cannot be shorter than the category's shortest
-exposure through a tamper, however short the BadOutput route is.  ``--rate ROWS.json`` recomputes
+exposure through a tamper, however short the BadOutput route is.  Where the category's mutant
+shows nothing with those kinds (the StateMismatch and PrefixReplay mutants change resumes, not
+forks; InvalidPersist's cannot resume a forged run that no longer has a gate pending), the
+variant's minimum stands in; and the mechanism minimum is never below ``route_floor``, the
+fewest operations a trace through every kind of the entry's route (``fuzz.corpus.mechanism``,
+what ``dedupe`` tells defects apart by) can have at all.  ``--rate ROWS.json`` recomputes
 both from an earlier ``--json`` file without running anything (originals replaced with
 ``--write`` are read back from git's HEAD).
 
@@ -39,17 +44,101 @@ import time
 from pathlib import Path
 
 from fuzz.cli import main as resumefuzz
-from fuzz.minimize import category_minima, mechanism_caps
+from fuzz.corpus import mechanism as route_of
+from fuzz.minimize import MINIMA_WORKFLOWS, category_minima, expressible, mechanism_caps
 from fuzz.targets import prepare, resolve, select_variants
 from fuzz.trace import parse_trace
+from refmodel import Model, Race, Tamper, Workflow, World, candidate_ops
 
 _MINIMA: dict = {}
+_FLOORS: dict = {}
 
 
 def minima_for(caps) -> dict:
     if repr(caps) not in _MINIMA:
         _MINIMA[repr(caps)] = category_minima(caps)
     return _MINIMA[repr(caps)]
+
+
+def _route_search(trace, caps):
+    """What ``route_traces`` and ``route_floor`` search: the route's kinds, the operations it
+    may use (``expressible`` of ``mechanism_caps``), the workflows, the kinds one op adds."""
+    admit = expressible(mechanism_caps(caps, trace.operations))
+    values = trace.workflow.values
+    shapes = [trace.workflow] + [Workflow(w.n, w.gates, values) for w in MINIMA_WORKFLOWS]
+
+    def kinds(op) -> frozenset:
+        return frozenset(route_of(trace.with_(operations=(op,))))
+
+    return frozenset(route_of(trace)), admit, list(dict.fromkeys(shapes)), kinds
+
+
+def _next_ops(model, worlds, admit, caps):
+    """Each operation enabled in some world of ``worlds`` with the worlds it leads to; races
+    forced where the variant can force them."""
+    for op in dict.fromkeys(op for world in worlds
+                            for op in candidate_ops(model, world, admit=admit)):
+        if isinstance(op, Race) and caps.forced_race:
+            op = Race(op.thread, op.values, forced=True)
+        after = frozenset(w for world in worlds if model.enabled(world, op)
+                          for _, w in model.step(world, op))
+        if after:
+            yield op, after
+
+
+def route_traces(trace, caps, length: int):
+    """``(workflow, ops)``: every trace of ``length`` operations the reference admits that goes
+    through the entry's route (``fuzz.corpus.mechanism``: each of its tamper kinds, crash kinds,
+    BadOutput, race, fork, ...) with nothing the entry does not use (``mechanism_caps``), on the
+    entry's workflow and ``MINIMA_WORKFLOWS``; the last operation not a tamper (a tamper's own
+    reply is never compared)."""
+    route, admit, shapes, kinds = _route_search(trace, caps)
+    for workflow in shapes:
+        model = Model(workflow)
+
+        def extend(ops, worlds, seen):
+            if len(ops) == length:
+                if seen == route and not isinstance(ops[-1], Tamper):
+                    yield workflow, ops
+                return
+            for op, after in _next_ops(model, worlds, admit, caps):
+                yield from extend(ops + (op,), after, seen | kinds(op))
+
+        yield from extend((), frozenset({World()}), frozenset())
+
+
+def route_floor(trace, caps) -> int:
+    """The fewest operations any trace through the entry's route can have (``route_traces``,
+    searched breadth first over the reference's worlds): a bound that holds whatever the target
+    does, as the mutant's exposures do not."""
+    route, admit, shapes, kinds = _route_search(trace, caps)
+    key = (route, repr(mechanism_caps(caps, trace.operations)), tuple(shapes))
+    n = len(trace.operations)
+    if key not in _FLOORS:
+        _FLOORS[key] = n
+        for workflow in shapes:
+            model = Model(workflow)
+            layer = {(frozenset({World()}), frozenset(), False)}
+            for depth in range(1, _FLOORS[key]):
+                layer = {(after, seen | kinds(op), isinstance(op, Tamper))
+                         for worlds, seen, _ in layer
+                         for op, after in _next_ops(model, worlds, admit, caps)}
+                if any(seen == route and not tampered for _, seen, tampered in layer):
+                    _FLOORS[key] = depth
+                    break
+    return _FLOORS[key]
+
+
+def mechanism_minimum(caps, trace) -> int | None:
+    """The category's minimum through the kinds of operations the entry uses (the mutant's
+    shortest exposure with them; the variant's minimum when the mutant shows none), never below
+    ``route_floor``: no trace through the entry's route is shorter than that."""
+    category = trace.finding.category
+    minimum = minima_for(caps).get(category)
+    if not minimum:
+        return None
+    found = minima_for(mechanism_caps(caps, trace.operations)).get(category, minimum)
+    return max(found, route_floor(trace, caps))
 
 
 def original(path: str):
@@ -72,8 +161,7 @@ def rate(adapter, rows: list[dict]) -> list[dict]:
         (variant,) = select_variants(adapter, [row["variant"]])
         caps = adapter.capabilities(variant)
         minimum = minima_for(caps).get(row["category"])
-        mechanism = minima_for(mechanism_caps(caps, original(row["path"]).operations)).get(
-            row["category"], minimum)
+        mechanism = minimum and mechanism_minimum(caps, original(row["path"]))
         out.append({**row, "minimum": minimum, "mechanism": mechanism,
                     "ratio_before": minimum and round(row["before"] / minimum, 3),
                     "ratio_after": minimum and round(row["after"] / minimum, 3),

@@ -358,6 +358,28 @@ def merge_threads(workflow, ops) -> Iterator[Candidate]:
             yield workflow, tuple(out)
 
 
+def fold_into_fork(workflow, ops) -> Iterator[Candidate]:
+    """A later resume of a fork's source run as the fork itself, the two threads trading places
+    from there on: a fork is a resume on a new branch, so the branch can take the resume's
+    value, crash point and BadOutput, and the source's later operations then run on the branch
+    and the branch's on the source.  Where the branch was there only to be tampered with (a
+    tamper that reaches the source's lineage) this saves the resume: ``start; fork f1; resume
+    t0 (crash); tamper f1; resume t0`` becomes ``start; fork f1 (crash); tamper t0; resume f1``.
+    No drop or merge reaches it: each keeps the resume, or the branch the tamper needs."""
+    for i, fork in enumerate(ops):
+        if not isinstance(fork, Fork):
+            continue
+        swap = {fork.thread: fork.new_thread, fork.new_thread: fork.thread}
+        for j in range(i + 1, len(ops)):
+            resume = ops[j]
+            if not (isinstance(resume, Resume) and resume.thread == fork.thread):
+                continue
+            folded = replace(fork, value=resume.value, crash=resume.crash,
+                             bad_output=resume.bad_output)
+            rest = tuple(replace(op, thread=swap.get(op.thread, op.thread)) for op in ops[j + 1:])
+            yield workflow, ops[:i] + (folded,) + ops[i + 1:j] + rest
+
+
 def _simpler_op(op, workflow) -> Iterator:
     crash = getattr(op, "crash", None)
     if crash is not None:
@@ -522,8 +544,8 @@ def known_exposures(category: str, caps, timed: bool) -> Callable:
     return known_exposures
 
 
-PASSES: tuple = (drop_thread, drop_idle, drop_blocks, merge_threads, simplify_ops,
-                 shrink_workflow, reshape_workflow, rename_threads)
+PASSES: tuple = (drop_thread, drop_idle, drop_blocks, merge_threads, fold_into_fork,
+                 simplify_ops, shrink_workflow, reshape_workflow, rename_threads)
 
 
 # -- the driver ----------------------------------------------------------------------------------

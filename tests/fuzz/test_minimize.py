@@ -41,16 +41,17 @@ from refmodel import (
 WF = Workflow(3, {2}, ("a", "b"))
 
 
-def model_judge(mutant, calls=None, flaky=None):
+def model_judge(mutant, calls=None, flaky=None, scope="thread"):
     """Judge on ``Model(workflow, mutant)`` as the target; ``flaky(candidate) -> bool`` says
-    whether this run shows the divergence (timing stand-in)."""
+    whether this run shows the divergence (timing stand-in); ``scope``: the tamper's reach."""
 
     def judge(candidate):
         if calls is not None:
             calls.append(key_of(candidate.workflow, candidate.operations))
         if flaky is not None and not flaky(candidate):
             return None
-        reference, target = Model(candidate.workflow), Model(candidate.workflow, mutant)
+        reference = Model(candidate.workflow, tamper_scope=scope)
+        target = Model(candidate.workflow, mutant, tamper_scope=scope)
         world, target_world = World(), World()
         for i, op in enumerate(candidate.operations):
             allowed = reference.step(world, op)
@@ -283,6 +284,29 @@ def test_a_branch_merges_into_its_source():
     trace = failing("PrefixReplay", ops, workflow)
     result = minimize(trace, model_judge("PrefixReplay"))
     assert result.after == 2 and result.passes.get("merge_threads"), result.trace.operations
+
+
+def test_a_resume_folds_into_the_fork_before_it():
+    # LangGraph's drophead InvalidPersist had this shape: a tamper of a branch reaches its
+    # source (lineage reach), and the source's run then goes wrong (here DoubleConsume's mutant
+    # re-consumes the answered gate), which the damage explains (tampered-state-used).  No drop
+    # or merge shortens it: each loses the resume or the branch the tamper needs.  Run as the
+    # fork itself, the resume is one operation fewer: start; fork f1; tamper t0; resume f1.
+    from fuzz.minimize import PASSES, fold_into_fork
+
+    workflow = Workflow(1, {1}, ("a", "b"))
+    ops = (Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"), Resume("t0", value="a"),
+           Tamper("f1", how="corrupt"), Resume("t0", value="b"))
+    judge = model_judge("DoubleConsume", scope="lineage")
+    trace = judge(Trace(workflow, ops, "mutant:DoubleConsume")).trace
+    assert trace.finding.category == "InvalidPersist" and len(trace.operations) == 5
+    without = tuple(p for p in PASSES if p is not fold_into_fork)
+    assert minimize(trace, judge, passes=without).after == 5
+    result = minimize(trace, judge)
+    assert result.after == 4 and result.passes.get("fold_into_fork"), result.trace.operations
+    start, fork, tamper, resume = result.trace.operations
+    assert (tamper.thread, resume.thread) == ("t0", "f1") and fork.new_thread == "f1"
+    assert result.trace.finding.category == "InvalidPersist"
 
 
 def test_a_candidate_the_harness_fails_on_is_dropped_not_the_campaign(tmp_path):
