@@ -5,7 +5,7 @@ Axes (``Variant.options``):
 - ``backend``: ``persist`` (class-level ``@persist(SQLiteFlowPersistence("store/flows.db"))``),
   ``json`` / ``sqlite`` (``CheckpointConfig(provider=JsonProvider() | SqliteProvider())`` with
   ``on_events=["method_execution_finished", "method_execution_paused"]``; ``sqlite`` runs its
-  checkpoint provider on SQLite 3.5x from ``pysqlite3-binary``, stdlib SQLite elsewhere);
+  checkpoint provider on SQLite 3.5x from ``pysqlite3``, stdlib SQLite elsewhere);
 - ``resume``: always ``Flow.from_pending(id, persistence).resume(v)`` (the only durable answer path;
   checkpoint variants pass ``checkpoint=cfg`` through ``from_pending``'s constructor kwargs);
 - ``recover``: ``kickoff_id`` (``Flow().kickoff(inputs={"id": id})``), ``from_checkpoint``
