@@ -45,12 +45,12 @@ from autogen_agentchat.conditions import (
 from autogen_agentchat.messages import HandoffMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, Swarm
 
-from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
+    pins,
     looped,
     race_interleaving,
     source_as,
@@ -490,8 +490,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
               if constants else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else [])]
-    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
-    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
     text = defined + "\n" + every
     messages = sorted(m for m in ("HandoffMessage", "StructuredMessage", "TextMessage")
                       if m in text)
@@ -508,7 +506,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
     stdlib = ["json", "os"] + (["sqlite3"] if sqlite_store else []) + (
         ["copy", "uuid"] if tampered else [])
     return Script(
-        header=header("AutoGen AgentChat", variant.description, evidence, pins),
+        header=header("AutoGen AgentChat", variant.description, evidence,
+                      pins(evidence, PINNED)),
         imports=imports,
         workflow_src="\n".join([*parts, *glue]),
         steps=tuple(steps),

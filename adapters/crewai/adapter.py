@@ -101,10 +101,12 @@ class CrewAIAdapter(Adapter):
         import sqlite3
 
         found["sqlite (stdlib)"] = sqlite3.sqlite_version
-        try:
-            found["sqlite (pysqlite3)"] = store.newer_sqlite().sqlite_version
-        except ImportError as exc:  # not installed, or a SQLite the adapter refuses
-            found["sqlite (pysqlite3)"] = f"unusable: {str(exc).split(':')[0]}"
+        try:  # what is installed; whether the adapter accepts it is store.newer_sqlite's call
+            from pysqlite3 import dbapi2 as newer
+
+            found["sqlite (pysqlite3)"] = newer.sqlite_version
+        except ImportError:
+            found["sqlite (pysqlite3)"] = "not installed"
         found["python"] = sys.version.split()[0]
         if self._store is not None:  # the store's package; the factory path is inert text
             found[self._store.distribution] = self._store.version

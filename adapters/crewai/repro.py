@@ -38,7 +38,6 @@ from crewai.flow.async_feedback import HumanFeedbackPending
 from crewai.flow.flow import FlowState
 from crewai.state.checkpoint_config import CheckpointConfig
 
-from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     OUTCOME_WORDS,
@@ -47,6 +46,7 @@ from adapters.toolkit.script import (
     check_for,
     effect_rows,
     header,
+    pins,
     ran,
     source_as,
     step_of,
@@ -502,17 +502,14 @@ def reproduction(variant, workflow, evidence) -> str | None:
             *([f"ID = {kept('ids')}  # flow ids by run"] if "ID[" in text else []),
             *([f"AT_GATE = {kept('gates')}  # the checkpoint each run paused at, by gate"]
               if "AT_GATE[" in text else [])]
-    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
-    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
-    if backend == "sqlite":
-        pins += f" pysqlite3=={versions.get('pysqlite3', '0.6.1')}"
+    needs = pins(evidence, PINNED + (("pysqlite3",) if backend == "sqlite" else ()))
     state_class = _source(WorkflowState, *([PendingProvider] if workflow.gates else []))
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         state_class if workflow.gates else without_lines(state_class, "answers:"),
         _task_body(bool(workflow.gates), bad),
         _source(*readers, backend=backend, done_only=done_only)]))
     script = Script(
-        header=header("CrewAI Flows", variant.description, evidence, pins),
+        header=header("CrewAI Flows", variant.description, evidence, needs),
         imports=(),  # after the environment is set: in the workflow part
         workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored,
                                         bool(workflow.gates) or outcome in readers),

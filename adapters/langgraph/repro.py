@@ -49,12 +49,12 @@ except ImportError:  # pragma: no cover
     psycopg = dict_row = None
     PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
-from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
+    pins,
     step_of,
     thread_label,
     without_docstring,
@@ -373,10 +373,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if not workflow.gates:
         workflow_src = _gateless(workflow_src)
     pinned = PINNED + SAVER_PINNED.get(options["saver"], ())
-    versions = {**installed_versions(pinned), **dict(evidence.versions)}
     return Script(
-        header=header("LangGraph", variant.description, evidence,
-                      " ".join(f"{d}=={versions[d]}" for d in pinned if d in versions)),
+        header=header("LangGraph", variant.description, evidence, pins(evidence, pinned)),
         imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates)),
         workflow_src=workflow_src,
         steps=tuple(steps),

@@ -28,12 +28,12 @@ from dataclasses import replace
 from pydantic import BaseModel
 from workflows.events import InputRequiredEvent, WorkflowIdleEvent
 
-from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import crash_point, effect
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
+    pins,
     looped,
     race_interleaving,
     step_of,
@@ -170,12 +170,6 @@ def workflow_imports(text: str) -> tuple:
     return ("from pydantic import BaseModel",
             "from workflows import Context, Workflow, step",
             "from workflows.events import " + ", ".join(events))
-
-
-def pins(evidence, distributions) -> str:
-    """``name==version`` of each distribution, as the trace was found with (else installed)."""
-    versions = {**installed_versions(distributions), **dict(evidence.versions)}
-    return " ".join(f"{d}=={versions[d]}" for d in distributions if d in versions)
 
 
 def reproduction(variant, workflow, evidence) -> str | None:

@@ -38,9 +38,9 @@ from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 from workflows.events import StopEvent, WorkflowIdleEvent
 
 from adapters.toolkit.repro_runtime import WORKDIR
-from adapters.toolkit.script import Script, check_for, header, source_as, step_of
+from adapters.toolkit.script import Script, check_for, header, pins, source_as, step_of
 
-from .repro import (RunState, _source, outcome, pins, task_body_source, workflow_class,
+from .repro import (RunState, _source, outcome, task_body_source, workflow_class,
                     workflow_imports)
 
 Linear, EVENTS = None, []  # the script defines its workflow class (and lists its answer events)

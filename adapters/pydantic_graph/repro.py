@@ -33,12 +33,12 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.persistence.file import FileStatePersistence
 from pydantic_graph.persistence.in_mem import FullStatePersistence, SimpleStatePersistence
 
-from adapters.protocol import installed_versions
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
+    pins,
     source_as,
     step_of,
     thread_label,
@@ -272,9 +272,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
             *shape_glue(options["shape"], workflow.n), *memory]
-    versions = {**installed_versions(PINNED), **dict(evidence.versions)}
-    pins = " ".join(f"{d}=={versions[d]}" for d in PINNED if d in versions)
-    text = header("pydantic-graph", variant.description, evidence, pins)
+    text = header("pydantic-graph", variant.description, evidence, pins(evidence, PINNED))
     imports = ["from dataclasses import dataclass, field" + ("" if single else ", make_dataclass"),
                *(["from pathlib import Path"] if backend == "file" else []),
                "from pydantic_graph import BaseNode, End, GraphRunContext",

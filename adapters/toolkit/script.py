@@ -16,6 +16,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from adapters.protocol import installed_versions
+
 from . import repro_runtime, repro_runtime_local
 
 MOMENTS = {"before_effect": "before its effect", "in_flight": "after its effect",
@@ -564,6 +566,13 @@ def check_for(evidence, *, state_readable: bool, outcome_readable: bool = True,
     return Check(aspect="joint", allowed=tuple(triples),
                  expected=" or ".join(words(*t) for t in triples),
                  observed=words(observed.outcome, rows, mine))
+
+
+def pins(evidence, distributions) -> str:
+    """``name==version`` of each distribution, as the trace was found with (else as installed):
+    what the header's "Needs: pip install" line names."""
+    versions = {**installed_versions(distributions), **dict(evidence.versions)}
+    return " ".join(f"{d}=={versions[d]}" for d in distributions if d in versions)
 
 
 def header(framework: str, description: str, evidence, pins: str) -> str:
