@@ -560,6 +560,35 @@ class StoreHandle:
     read: Callable[[], object] | None = None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScriptStore:
+    """How a reproduction script builds a factory's store, in the framework's own terms (an
+    optional part of a store factory: ``factory.store_script = "pkg.module:NAME"``, the dotted
+    path of a ``ScriptStore``, imported only when a report's script is written).
+
+    A finding's script must stand alone: the framework, the store's package and the standard
+    library, none of resumefuzz.  So the store is built there by real code of the store's
+    author, pasted by its source: ``functions`` (module-level functions of one module, whose
+    top-level imports the script takes too, apart from resumefuzz's own) and ``setup``
+    (statements run once at the top of the script, after them: a fresh database, say).
+    ``build`` names the function of ``functions`` that returns a new store object on the same
+    data each time it is called (a child process of the script calls it again for its own
+    connection); its one optional parameter ``cls`` defaults to the store's class, which a
+    forced race subclasses (a first read that waits for the other racers).  The functions may
+    use ``WORKDIR``, the script's own temporary directory.  ``distributions``: what the
+    script's "Needs: pip install" line pins besides the framework.  ``close``: statements that
+    release the store before the script's verdict exits, where an open one would keep the
+    process alive (aiosqlite's worker thread); the framework's own object is in scope there
+    (LangGraph: ``graph.checkpointer``).
+    """
+
+    functions: tuple
+    build: str
+    setup: tuple = ()
+    distributions: tuple = ()
+    close: tuple = ()
+
+
 # =================================================================================================
 # Helpers for adapter authors.
 # =================================================================================================
@@ -671,6 +700,7 @@ __all__ = [
     "Refused",
     "Resume",
     "SideTable",
+    "ScriptStore",
     "StaleResume",
     "Start",
     "StoreContext",

@@ -49,6 +49,9 @@ class StoreFactory:
     distribution: str
     version: str
     asynchronous: bool
+    #: ``func.store_script``: the dotted path (``pkg.module:NAME``) of the factory's
+    #: ``ScriptStore``, how a reproduction script builds the store; None when it offers none.
+    script: str | None = None
 
     def describe(self) -> str:
         return f"{self.distribution} {self.version} (factory {self.path})"
@@ -118,8 +121,35 @@ def _describe(path: str, func) -> StoreFactory:
         version = metadata.version(distribution)
     except metadata.PackageNotFoundError:
         version = "not installed"
+    script = getattr(func, "store_script", None)
+    if script is not None and (not isinstance(script, str) or not PATH_RE.match(script)):
+        raise StoreFactoryError(f"--store {path!r}: store_script {script!r} is not a dotted "
+                                "path such as mypkg.savers:SCRIPT")
     return StoreFactory(path=path, func=func, name=name, distribution=distribution,
-                        version=version, asynchronous=inspect.iscoroutinefunction(func))
+                        version=version, asynchronous=inspect.iscoroutinefunction(func),
+                        script=script)
+
+
+def script_of(factory: StoreFactory):
+    """The factory's ``ScriptStore`` (imported now, for a report's script), or None when it
+    declares none.  A declared one that does not load is the factory's error, in one line."""
+    if factory.script is None:
+        return None
+    from .protocol import ScriptStore
+
+    module_name, _, attr = factory.script.partition(":")
+    try:
+        recipe = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # noqa: BLE001 - the factory author's module, any failure
+        raise StoreFactoryError(f"--store {factory.path!r}: store_script {factory.script!r} "
+                                f"does not load: {type(exc).__name__}: {exc}") from None
+    if not isinstance(recipe, ScriptStore):
+        raise StoreFactoryError(f"--store {factory.path!r}: store_script {factory.script!r} is "
+                                f"a {type(recipe).__name__}, not a ScriptStore")
+    if recipe.build not in [f.__name__ for f in recipe.functions]:
+        raise StoreFactoryError(f"--store {factory.path!r}: store_script {factory.script!r} "
+                                f"builds with {recipe.build!r}, which is not one of its functions")
+    return recipe
 
 
 def context(workdir: Path, framework: str) -> StoreContext:

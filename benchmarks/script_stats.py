@@ -5,8 +5,9 @@ checked script, how many of those reproduce, and how long they are.
 
 Reads only the JSON entries (``finding.script``: ``checked``, ``lines``, ``runs``,
 ``reproduced``, written by ``resumefuzz report --verify N``; ``status``); imports no framework
-and nothing of ours, so it runs with any Python 3.11.  Entries fuzzed on a custom store (``versions``
-``store-factory``) are left out: their scripts are regenerated in their own tox environments.
+and nothing of ours, so it runs with any Python 3.11.  Entries fuzzed on a third-party store
+(``versions`` ``store-factory``; their scripts are regenerated in the store's own tox
+environment) get a row of their own per framework, ``<framework> (stores)``.
 
 "Hard" entries are the ones the issue gives a longer line budget (120 instead of 60): a SIGKILL
 crash point, a ``race`` or a ``twin_recover``.  Line counts are of checked scripts only; an
@@ -39,10 +40,10 @@ def rows(corpus: Path) -> dict:
         entry = json.loads(path.read_text())
         if entry.get("target", "").startswith(("reference", "mutant:")):
             continue
-        if "store-factory" in entry.get("versions", {}):
-            continue
+        target = entry["target"] + (" (stores)" if "store-factory" in entry.get("versions", {})
+                                    else "")
         script = (entry.get("finding") or {}).get("script") or {}
-        row = out.setdefault(entry["target"], {"entries": 0, "checked": 0, "reproduce": 0,
+        row = out.setdefault(target, {"entries": 0, "checked": 0, "reproduce": 0,
                                                "always": 0, "soft": [], "hard": [],
                                                "missing": {"FAILED": 0, "FIXED": 0}})
         row["entries"] += 1

@@ -204,7 +204,10 @@ def _script_summary(repro) -> str:
 def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
     f = trace.finding
     observed = trace.observations[f.step] if f.step < len(trace.observations) else None
-    framework = trace.target
+    store = "store-factory" in trace.versions  # fuzzed on a third-party store (--store)
+    # Whose defect it is the trace cannot say (LangGraph accepting a bad output on any saver, or a
+    # store that drops what the framework saved): the title names both; the versions, the store.
+    framework = trace.target + (" with a third-party store" if store else "")
     pins = ", ".join(f"{k} {v}" for k, v in sorted(trace.versions.items())
                      if k not in ("resumefuzz", "hypothesis"))
     allowed = (" or ".join(dict.fromkeys(o.outcome for o in allowed_here)) if allowed_here
@@ -232,7 +235,9 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
         how = ("It exits 1 when the defect shows and 0 when it does not"
                + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ".")
                if repro.checked else "It prints what happens and asserts nothing.")
-        out += [f"**Reproduction** (the framework's public API and the standard library; "
+        uses = ("the framework's public API, the store's package and the standard library"
+                if store else "the framework's public API and the standard library")
+        out += [f"**Reproduction** ({uses}; "
                 f"{repro.lines} lines). {how}", "", "```python", repro.script.rstrip(), "```"]
     else:
         out += ["**Reproduction**: no standalone script; replay with resumefuzz (above)."]

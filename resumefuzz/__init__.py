@@ -5,10 +5,11 @@
 - ``resumefuzz.stores``: ready-made factories for known third-party stores, to pass to
   ``resumefuzz fuzz <framework> --store resumefuzz.stores.<module>:<factory>``.
 
-The store-factory protocol (``StoreContext`` in, the store or a ``StoreHandle`` out) is
+The store-factory protocol (``StoreContext`` in, the store or a ``StoreHandle`` out; an optional
+``ScriptStore`` for reproduction scripts) is
 re-exported here from ``adapters.protocol``; see docs/stores.md.
 """
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.protocol import ScriptStore, StoreContext, StoreHandle, TamperTarget
 
-__all__ = ["StoreContext", "StoreHandle", "TamperTarget"]
+__all__ = ["ScriptStore", "StoreContext", "StoreHandle", "TamperTarget"]

@@ -161,8 +161,8 @@ class CrewAIAdapter(Adapter):
             cleanup(Path(workdir), variant.options["store_factory"])
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
-        if variant.options.get("backend") == "custom":
-            return None  # not written yet for a custom store: the report says so
+        """A custom store's script builds it as its factory's ``ScriptStore`` says (None, and
+        the report says so, when the factory declares none)."""
         from .repro import reproduction
 
         return reproduction(variant, workflow, evidence)

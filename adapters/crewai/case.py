@@ -85,11 +85,12 @@ class CrewAICase(Case):
         info = self.side.get(thread)
         if info is None:
             return StateView.of(self.workflow, (), {}, None)
-        if self.custom is not None:
+        self._rec(f"read_state({self._id(thread)}"
+                  + (f", {self._loc(thread)!r})" if self.backend not in ("persist", "custom")
+                     else ")"), "read")
+        if self.custom is not None:  # through the store's own reads, as the script's read_state
             return self.custom.query(self.workflow, info["fid"])
         state, pending_method = store.read_persisted(self.workdir, info["fid"])
-        self._rec(f"read_state({self._id(thread)}"
-                  + (f", {self._loc(thread)!r})" if self.backend != "persist" else ")"), "read")
         if self.backend != "persist":
             loc = store.latest_checkpoint(self.workdir, info["location"])
             doc = store.read_checkpoint(self.workdir, loc) if loc else None

@@ -22,6 +22,11 @@ the engine does (``COPY``) and checks the copy's recovery against the original's
 (``_with_twin``).  A stale resume through the flow id is ``from_pending(id).resume(v)`` again.  A forced race holds its racers at a
 ``multiprocessing.Barrier`` between ``from_pending`` (the read) and ``resume`` (the write), as
 the case's ``race_ready`` does.
+
+A custom store (``--store``) is built by its factory's ``ScriptStore`` (``custom_store``: the
+recipe's own functions and setup, pasted), registered with ``set_flow_persistence_factory``
+for the class's ``@persist()``, as the case registers it; its calls are ``@persist``'s.  None
+where a step runs in a child process or for a differing twin recovery (see ``reproduction``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import json
 import os
 import re
 import shelve
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from crewai.flow.async_feedback import HumanFeedbackPending
 from crewai.flow.flow import FlowState
@@ -50,6 +55,8 @@ from adapters.toolkit.script import (
     ran,
     source_as,
     step_of,
+    store_class,
+    store_parts,
     without_docstring,
     without_lines,
 )
@@ -209,10 +216,12 @@ def outcome(result):
 # -- composing it ----------------------------------------------------------------------------------
 
 
-def flow_class(workflow, persist: bool, crashing: bool) -> str:
+def flow_class(workflow, persist: str | None, crashing: bool) -> str:
     """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
-    task is a ``@human_feedback`` method that pauses, and the task listening to it."""
-    lines = ['@persist(SQLiteFlowPersistence("flows.db"))'] if persist else []
+    task is a ``@human_feedback`` method that pauses, and the task listening to it.  ``persist``:
+    the argument of the class's ``@persist(...)`` (``""``: the registered default), None for
+    none."""
+    lines = [f"@persist({persist})"] if persist is not None else []
     lines += ["class WorkflowFlow(Flow[WorkflowState]):",
               "    _skip_auto_memory = True  # no Memory: it would import lancedb"]
     previous = None
@@ -259,10 +268,12 @@ def _task_body(gates: bool, bad: bool) -> str:
     return src
 
 
-def _setup(backend: str, n: int, gates, restored: bool, pending: bool) -> list:
+def _setup(backend: str, n: int, gates, restored: bool, pending: bool,
+           store_imports: tuple | None = None) -> list:
     """Before CrewAI is imported: every file it writes goes into WORKDIR (the current directory
     and HOME), and nothing phones home (``SCRIPT_SWITCHES``); ``pending``: the script names
-    ``HumanFeedbackPending``."""
+    ``HumanFeedbackPending``; ``store_imports``: a custom store's imports, which replace
+    ``SQLiteFlowPersistence`` (its default persistence is registered)."""
     env = ", ".join(f"{k}={sandbox.SWITCHES[k]!r}" for k in SCRIPT_SWITCHES)
     lines = ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME",
              "os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR,  # no telemetry, version check, "
@@ -270,9 +281,14 @@ def _setup(backend: str, n: int, gates, restored: bool, pending: bool) -> list:
              f"                  {env})",
              *(["from crewai.flow.async_feedback import HumanFeedbackPending"] if pending else []),
              f"from crewai.flow.flow import Flow, FlowState{', listen' if n > 1 or gates else ''}, start",
-             *(["from crewai.flow.human_feedback import human_feedback"] if gates else []),
-             "from crewai.flow.persistence import SQLiteFlowPersistence"
-             + (", persist" if backend == "persist" else "")]
+             *(["from crewai.flow.human_feedback import human_feedback"] if gates else [])]
+    if store_imports is None:
+        lines.append("from crewai.flow.persistence import SQLiteFlowPersistence"
+                     + (", persist" if backend == "persist" else ""))
+    else:
+        lines += ["from crewai.flow.persistence import persist",
+                  "from crewai.flow.persistence.factory import set_flow_persistence_factory",
+                  *store_imports]
     if restored:
         lines.append("from crewai.flow.persistence.factory import set_flow_persistence_factory")
     if backend != "persist":
@@ -447,6 +463,16 @@ def reproduction(variant, workflow, evidence) -> str | None:
     isolated = any(op.name == "race" or (getattr(op, "crash", None) is not None
                                          and op.crash.kind == "sigkill") for op in ops)
     fresh = not isolated and sum(op.name != "query" for op in ops) > 1
+    store = None
+    if backend == "custom":
+        # A custom store (--store) as its factory's ScriptStore builds it, under @persist()'s
+        # calls and reads.  Not where a step runs in a child (a race, a SIGKILL): @persist()
+        # holds the parent's store object, whose connection the children would share; nor for
+        # a twin recovery, whose copy the factory makes (StoreHandle.clone), not a file copy.
+        store = None if isolated or twin else custom_store(options)
+        if store is None:
+            return None
+        backend = "persist"
     calls = [_read_by_location(entries) if done_only and backend != "persist" else entries
              for entries in evidence.calls[: len(ops)]]
     kept = _kept(calls, check.aspect == "state")
@@ -489,34 +515,45 @@ def reproduction(variant, workflow, evidence) -> str | None:
     # A flow restored from a checkpoint has no persistence of its own: CrewAI asks a factory.
     restored = backend != "persist" and any(w in text for w in ("from_checkpoint", ".fork("))
     forced = any(op.name == "race" and op.forced for op in ops)
+    built_in = 'SQLiteFlowPersistence("flows.db")' if backend == "persist" else None
     glue = [*([f"BARRIER = multiprocessing.Barrier({max(len(s.racers) for s in steps)})"
                "  # racers wait here until all have read"] if forced else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
-            flow_class(workflow, backend == "persist", crashing),
+            *([f"persistence = {store.recipe.build}()",
+               "set_flow_persistence_factory(lambda: persistence)  # what @persist() and pauses use"]
+              if store else []),
+            flow_class(workflow, "" if store else built_in, crashing),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
-              if "persistence" in text or ("read_state" in readers and not (
-                  done_only and backend != "persist")) else []),
+              if store is None and ("persistence" in text or ("read_state" in readers and not (
+                  done_only and backend != "persist"))) else []),
             *(['set_flow_persistence_factory(lambda: SQLiteFlowPersistence("flows.db"))'
                "  # for restored flows"] if restored else []),
             *([f"ID = {kept('ids')}  # flow ids by run"] if "ID[" in text else []),
             *([f"AT_GATE = {kept('gates')}  # the checkpoint each run paused at, by gate"]
               if "AT_GATE[" in text else [])]
-    needs = pins(evidence, PINNED + (("pysqlite3",) if backend == "sqlite" else ()))
+    needs = pins(evidence, PINNED + (("pysqlite3",) if backend == "sqlite" else ())
+                 + (tuple(store.recipe.distributions) if store else ()))
     state_class = _source(WorkflowState, *([PendingProvider] if workflow.gates else []))
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         state_class if workflow.gates else without_lines(state_class, "answers:"),
         _task_body(bool(workflow.gates), bad),
-        _source(*readers, backend=backend, done_only=done_only)]))
+        _source(*readers, backend=backend, done_only=done_only),
+        store.source if store else ""]))
+    description = variant.description
+    if store:  # the script names the store's class, not our factory
+        description = re.sub(r"persistence from \S+ \(", f"{store.cls} (", description)
     script = Script(
-        header=header("CrewAI Flows", variant.description, evidence, needs),
+        header=header("CrewAI Flows", description, evidence, needs),
         imports=(),  # after the environment is set: in the workflow part
         workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored,
-                                        bool(workflow.gates) or outcome in readers),
+                                        bool(workflow.gates) or outcome in readers,
+                                        store.imports if store else None),
                                  definitions, *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=("os", "tempfile", *(["json"] if "read_checkpoint" in readers else []),
+        stdlib=("os", "tempfile", *(store.stdlib if store else ()),
+                *(["json"] if "read_checkpoint" in readers else []),
                 *(["glob"] if twin or backend == "json" and "checkpoints" in readers else []),
                 *(["shutil"] if twin else []),
                 *(["uuid"] if "uuid." in text else []), *(["shelve"] if Kept in readers else []),
@@ -527,6 +564,29 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if twin:
         return _with_twin(script, evidence, step_calls, isolated)
     return _without_unread(script)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreParts:
+    """A custom store in a script: its factory's ``ScriptStore`` (``recipe``), the class it
+    builds (``cls``), and ``store_parts``'s standard-library modules, imports and source."""
+
+    recipe: object
+    cls: str
+    stdlib: tuple
+    imports: tuple
+    source: str
+
+
+def custom_store(options) -> StoreParts | None:
+    """The script's store for a custom backend (``--store``), as its factory's ``ScriptStore``
+    builds it; None when the factory declares none."""
+    from adapters import storefactory
+
+    recipe = storefactory.script_of(storefactory.load(options["store_factory"]))
+    if recipe is None:
+        return None
+    return StoreParts(recipe, store_class(recipe), *store_parts(recipe))
 
 
 def _needed(f, text: str, backend: str) -> bool:

@@ -18,14 +18,19 @@ harness forces, with the saver's public extension point).  A twin recovery is wr
 recovery of the original store, the first of the two the fuzzer runs (the second, on a copy,
 runs after it and cannot change it).  Not (yet): a forged part (``Tamper.part``), the
 truncation of the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead``
-variants' ways), tampers of a PostgreSQL store, custom stores (``--store``); for those the
-adapter falls back to the older unchecked script (``repro_legacy.py``), and the report says so
-at the top.  So does an entry whose recorded observation the contract now allows (recorded
-``FIXED``): no aspect of it tells a defect apart, so there is nothing to check.
+variants' ways), tampers of a PostgreSQL store or of a custom store; for those the adapter falls
+back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
+A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
+the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
+event loop of the script's (``run(graph.ainvoke(...))``); a factory that declares no
+``ScriptStore`` gets the older script too.  So does an entry whose recorded observation the
+contract now allows (recorded ``FIXED``): no aspect of it tells a defect apart, so there is
+nothing to check.
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import functools
 import inspect
@@ -33,6 +38,7 @@ import operator
 import os
 import re
 import sqlite3
+from dataclasses import dataclass
 from typing import Annotated, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -55,6 +61,7 @@ from adapters.toolkit.script import (
     check_for,
     header,
     pins,
+    source_as,
     step_of,
     thread_label,
     without_docstring,
@@ -140,6 +147,19 @@ class HeldReads:
 
     def get_tuple(self, config):
         saved = super().get_tuple(config)
+        if not self.waited:
+            self.waited = True
+            HOLD.wait(timeout=60)
+        return saved
+
+
+class AsyncHeldReads:
+    """``HeldReads`` of an async saver (``aget_tuple``): the wait blocks this racer's event loop,
+    which runs nothing else."""
+    waited = False
+
+    async def aget_tuple(self, config):
+        saved = await super().aget_tuple(config)
         if not self.waited:
             self.waited = True
             HOLD.wait(timeout=60)
@@ -279,12 +299,33 @@ def checkpoint(thread_id, k):
     return list(graph.get_state_history({"configurable": {"thread_id": thread_id}}))[::-1][k].config
 
 
+async def gathered(items):
+    """An async iterator's items, as a list (``aget_state_history``)."""
+    return [item async for item in items]
+
+
+@functools.cache
+def checkpoint_awaited(thread_id, k):
+    """``checkpoint`` of a graph driven with an async saver, on the script's event loop."""
+    history = run(gathered(graph.aget_state_history({"configurable": {"thread_id": thread_id}})))
+    return history[::-1][k].config
+
+
 def outcome(result):
     return "interrupted" if isinstance(result, dict) and "__interrupt__" in result else "completed"
 
 
 def read_state(snapshot):
     """Tasks done, answers and the pending interrupt, as the snapshot has them."""
+    values = snapshot.values if snapshot is not None and isinstance(snapshot.values, dict) else {}
+    pending = [i.value["task"] for i in snapshot.interrupts] if snapshot is not None else []
+    return {"done": sorted(values.get("done", []), key=repr),
+            "answers": {str(t): v for t, v in values.get("answers", {}).items()},
+            "pending": pending[0] if pending else None}
+
+
+def read_state_of_tasks(snapshot):
+    """``read_state`` of the functional API: the @task results an interrupted run stored count."""
     if snapshot is None:
         return {"done": [], "answers": {}, "pending": None}
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
@@ -303,19 +344,86 @@ def read_state(snapshot):
 
 
 def _source(*objects) -> str:
-    return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
+    """The objects' source without docstrings; a string is source already (a custom store's)."""
+    return "\n".join(o if isinstance(o, str) else without_docstring(inspect.getsource(o))
+                     for o in objects)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Saver:
+    """How the script builds its saver: ``expr`` (``sqlite_saver()``), ``held`` (the same saver,
+    its first read waiting for the other racers), the definitions they need, the lines run
+    before the graph is built, the imports, the pinned distributions; ``asynchronous``: an
+    async saver, the graph driven with ``ainvoke`` on the script's one event loop (``run``)."""
+
+    expr: str
+    held: str
+    definitions: tuple
+    setup: tuple
+    imports: tuple
+    stdlib: tuple
+    pinned: tuple
+    asynchronous: bool = False
+    teardown: tuple = ()
+    cls: str = ""  # a custom store's class, as the script imports it (``PyMySQLSaver``)
+
+
+def saver_for(options, forced: bool) -> Saver | None:
+    """The script's saver for a variant's options: LangGraph's own (memory, SQLite, PostgreSQL),
+    or a custom store's (``--store``) as its factory's ``ScriptStore`` builds it (None when the
+    factory declares none)."""
+    kind = options["saver"]
+    if kind != "custom":
+        definitions = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(
+            kind, [])
+        if forced:
+            definitions += {"sqlite": [HeldReads, HeldSqliteSaver, held_sqlite_saver],
+                            "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}[kind]
+        return Saver(
+            expr=_saver(options), held=f"held_{kind}_saver()", definitions=tuple(definitions),
+            setup=(("DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables")
+                   if kind == "postgres" else ()),
+            imports=_saver_imports(kind), stdlib={"sqlite": ("os", "sqlite3"),
+                                                  "postgres": ("atexit", "os")}.get(kind, ()),
+            pinned=SAVER_PINNED.get(kind, ()))
+    from adapters import storefactory
+    from adapters.toolkit.script import store_class, store_parts
+
+    factory = storefactory.load(options["store_factory"])
+    recipe = storefactory.script_of(factory)
+    if recipe is None:
+        return None
+    stdlib, imports, source = store_parts(recipe)
+    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    awaited = inspect.iscoroutinefunction(build)
+    call = (lambda arg="": f"run({recipe.build}({arg}))") if awaited else \
+        (lambda arg="": f"{recipe.build}({arg})")
+    definitions = [source]
+    if forced:
+        holding = AsyncHeldReads if factory.asynchronous else HeldReads
+        definitions += [holding, f"class HeldSaver({holding.__name__}, {store_class(recipe)}):\n"
+                                 "    pass"]
+    return Saver(expr=call(), held=call("HeldSaver"), definitions=tuple(definitions),
+                 setup=(), imports=imports,
+                 stdlib=tuple(stdlib) + (("asyncio",) if factory.asynchronous else ()),
+                 pinned=tuple(recipe.distributions), asynchronous=factory.asynchronous,
+                 teardown=tuple(recipe.close), cls=store_class(recipe))
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
-    if (options.get("saver") not in ("memory", "sqlite", "postgres")
-            or (options["saver"] == "postgres" and any(op.name == "tamper" for op in evidence.ops))
+    if (options.get("saver") not in ("memory", "sqlite", "postgres", "custom")
+            or (options["saver"] in ("postgres", "custom")
+                and any(op.name == "tamper" for op in evidence.ops))
             or any(op.name not in SUPPORTED_OPS for op in evidence.ops[: evidence.step + 1])):
         return None
     ops = evidence.ops[: evidence.step + 1]
     forced = next((len(op.values) for op in ops if op.name == "race" and op.forced), 0)
     if forced and options["saver"] == "memory":
         return None  # each racer has its own copy of the parent's memory: nothing to race on
+    saver = saver_for(options, bool(forced))
+    if saver is None:
+        return None
     check = check_for(evidence, state_readable=True,
                       outcome_readable=ops[-1].name != "race")
     if check is None:
@@ -323,10 +431,11 @@ def reproduction(variant, workflow, evidence) -> str | None:
     body = (task_body_crashing if any(getattr(op, "crash", None) for op in ops) else
             task_body_bad_output if any(getattr(op, "bad_output", None) for op in ops)
             else task_body)
+    awaited = _awaited if saver.asynchronous else (lambda src: src)
     steps = []
     for i, op in enumerate(ops):
-        calls = [src for kind, src in evidence.calls[i] if kind == "call"]
-        reads = [src for kind, src in evidence.calls[i] if kind == "read"]
+        calls = [awaited(src) for kind, src in evidence.calls[i] if kind == "call"]
+        reads = [awaited(src) for kind, src in evidence.calls[i] if kind == "read"]
         if any("<unknown" in c for c in calls + reads):
             return None  # a checkpoint the script cannot name
         if op.name not in ("query", "race") and not calls:
@@ -339,7 +448,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps.append(step_of(
             evidence, i, calls if op.name != "query" else (),  # a read: the check does it
             racers=racers,
-            child_setup=_child_setup(options, body.__name__,
+            child_setup=_child_setup(options, saver, body.__name__,
                                      held=op.name == "race" and op.forced),
         ))
         if i == evidence.step and check.aspect == "state":
@@ -352,9 +461,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
               if bad and steps[0].bad_output is None else []),
             *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
               if forced else []),
-            *(["DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables"]
-              if options["saver"] == "postgres" else []),
-            f"graph = {build.__name__}({_saver(options)}, {body.__name__})"]
+            *saver.setup,
+            *(["run = asyncio.new_event_loop().run_until_complete  # the async saver's event loop"]
+              if saver.asynchronous else []),
+            f"graph = {build.__name__}({saver.expr}, {body.__name__})"]
     pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
     parts = [State] if options["api"] == "graph" and not pydantic else []
     calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
@@ -363,27 +473,72 @@ def reproduction(variant, workflow, evidence) -> str | None:
                           forge_results_in_memory, checkpoint, outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
-    savers = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(
-        options["saver"], [])
-    held = {"sqlite": [HeldReads, HeldSqliteSaver, held_sqlite_saver],
-            "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}
-    savers += held[options["saver"]] if forced else []
+    reader_src = _source(*readers)
+    if options["api"] != "graph" and read_state in readers:
+        reader_src = reader_src.replace(_source(read_state), source_as(read_state_of_tasks,
+                                                                       "read_state"))
+    if saver.asynchronous and checkpoint in readers:
+        reader_src = reader_src.replace(_source(checkpoint), "\n".join(
+            [_source(gathered), source_as(checkpoint_awaited, "checkpoint")]))
+    if saver.asynchronous and "gathered(" in calls and "async def gathered" not in reader_src:
+        reader_src = _source(gathered) + "\n" + reader_src
     workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
-                              _source(*parts, body, build, *savers, *readers), *glue])
+                              _source(*parts, body, build, *saver.definitions),
+                              *([reader_src] if reader_src else []), *glue])
     if not workflow.gates:
         workflow_src = _gateless(workflow_src)
-    pinned = PINNED + SAVER_PINNED.get(options["saver"], ())
+    description = variant.description
+    if options["saver"] == "custom":  # the script names the store's class, not our factory
+        description = re.sub(r"^(async )?saver from \S+ ", lambda m: f"{m[1] or ''}"
+                             f"{saver.cls} ", description)
     return Script(
-        header=header("LangGraph", variant.description, evidence, pins(evidence, pinned)),
-        imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates)),
+        header=header("LangGraph", description, evidence, pins(evidence, PINNED + saver.pinned)),
+        imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates),
+                         saver=saver.imports),
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
-        stdlib={"sqlite": ("os", "sqlite3"), "postgres": ("atexit", "os")}.get(options["saver"], ())
+        teardown=saver.teardown,
+        stdlib=saver.stdlib
         + (("multiprocessing",) if forced else ())
         + (("functools",) if checkpoint in readers else ())
         + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
     ).source()
+
+
+class _Awaiting(ast.NodeTransformer):
+    """``graph.invoke(...)`` -> ``run(graph.ainvoke(...))``, and so for ``update_state`` and
+    ``get_state``; ``list(graph.get_state_history(c))`` -> ``run(gathered(graph.aget_state_history(c)))``."""
+
+    METHODS = {"invoke", "update_state", "get_state"}
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        func = node.func
+        if (isinstance(func, ast.Name) and func.id == "list" and len(node.args) == 1
+                and _is_graph_call(node.args[0], "get_state_history")):
+            inner = node.args[0]
+            inner.func.attr = "aget_state_history"
+            return _run(ast.Call(ast.Name("gathered", ast.Load()), [inner], []))
+        if any(_is_graph_call(node, m) for m in self.METHODS):
+            node.func.attr = "a" + node.func.attr
+            return _run(node)
+        return node
+
+
+def _is_graph_call(node, method: str) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == method and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "graph")
+
+
+def _run(node):
+    return ast.Call(ast.Name("run", ast.Load()), [node], [])
+
+
+def _awaited(source: str) -> str:
+    """A recorded call as a script driving an async saver writes it: awaited on ``run``."""
+    return ast.unparse(_Awaiting().visit(ast.parse(source)))
 
 
 def _with_state(check, state_src):
@@ -397,15 +552,15 @@ def _saver(options) -> str:
                                                                           "InMemorySaver()")
 
 
-def _child_setup(options, body: str, held: bool = False) -> tuple:
+def _child_setup(options, saver: Saver, body: str, held: bool = False) -> tuple:
     if options["saver"] == "memory":
         return ()  # the child works on its copy of the parent's memory: lost when it dies
     build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
+    loop = (("global graph, run", "run = asyncio.new_event_loop().run_until_complete")
+            if saver.asynchronous else ("global graph",))
     if held:
-        return ("global graph",
-                f"graph = {build}(held_{options['saver']}_saver(), {body})  # reads, then waits "
-                "for the others")
-    return ("global graph", f"graph = {build}({_saver(options)}, {body})  # the child's own connection")
+        return (*loop, f"graph = {build}({saver.held}, {body})  # reads, then waits for the others")
+    return (*loop, f"graph = {build}({saver.expr}, {body})  # the child's own connection")
 
 
 def pydantic_state(values) -> str:
@@ -427,7 +582,14 @@ def _gateless(source: str) -> str:
     return re.sub(r"^(\s*return .*), value$", r"\1, None", out, flags=re.MULTILINE)
 
 
-def _imports(options, command: bool, asks: bool = True) -> tuple:
+def _saver_imports(kind: str) -> tuple:
+    return {"memory": ("from langgraph.checkpoint.memory import InMemorySaver",),
+            "postgres": ("import psycopg", "from psycopg.rows import dict_row",
+                         "from langgraph.checkpoint.postgres import PostgresSaver"),
+            "sqlite": ("from langgraph.checkpoint.sqlite import SqliteSaver",)}[kind]
+
+
+def _imports(options, command: bool, asks: bool = True, saver: tuple = ()) -> tuple:
     out = []
     if options["api"] == "graph" and options.get("state", "typed") == "pydantic":
         out = ["from typing import Annotated, Literal",
@@ -438,13 +600,7 @@ def _imports(options, command: bool, asks: bool = True) -> tuple:
         out += ["from langgraph.graph import START, StateGraph"]
     else:
         out += ["from langgraph.func import entrypoint, task"]
-    if options["saver"] == "memory":
-        out.append("from langgraph.checkpoint.memory import InMemorySaver")
-    elif options["saver"] == "postgres":
-        out += ["import psycopg", "from psycopg.rows import dict_row",
-                "from langgraph.checkpoint.postgres import PostgresSaver"]
-    else:
-        out.append("from langgraph.checkpoint.sqlite import SqliteSaver")
+    out += list(saver)
     types = [*(["Command"] if command else []), *(["interrupt"] if asks else [])]
     if types:
         out.append(f"from langgraph.types import {', '.join(types)}")

@@ -9,6 +9,13 @@ replayed the trace: ``await drive('run-1', wf.run())``, ``ctx = Context.from_dic
 load('run-1'))``, ``handler.ctx.send_event(Ans1(response='a'))``.  The caller's store of
 ``ctx.to_dict()`` snapshots is a list in memory (the case keeps the same rows in SQLite).
 
+Only what the trace uses is pasted: ``drive`` without the per-event save where the variant saves
+at a pause and at the end only, without questions and pauses where no task has a gate (and then,
+saving at the end only, it awaits the run without reading its stream); ``task_body`` written into
+the step of a workflow of one task; ``RunState.answers`` only where a gate records one or the
+check reads it; a task raising "after it completed" set as the raise of the next task as it
+starts (where it fires), so the script takes the short ``crash_point``.
+
 A race becomes straight lines: every racer restores the snapshot, then each answers and runs in
 turn: the interleaving in which all read before any writes (a forced race holds them there).
 Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
@@ -85,7 +92,8 @@ def snapshot(k):
 
 async def drive(thread, handler, asked=None):
     """Read the run's events until it goes idle (it waits for an answer: snapshot, stop) or
-    ends (snapshot); with EVERY_STEP, a snapshot on every event while it runs too."""
+    ends (snapshot); with EVERY_STEP, a snapshot on every event while it runs too
+    (``drive_source`` pastes what the variant and the workflow use)."""
     async for event in handler.stream_events(expose_internal=True):
         if isinstance(event, InputRequiredEvent):
             asked = int(type(event).__name__[3:])
@@ -123,12 +131,18 @@ def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def workflow_class(n: int, gates, idiom: str, crashes: bool) -> str:
+def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str | None = None) -> str:
     """``class Linear(Workflow)``: task t a step taking ``Done<t-1>`` (``StartEvent``) and
     returning ``Done<t>`` (``StopEvent``); a gate waits with ``ctx.wait_for_event`` (``wait``)
     or is a step ``ask<t>`` returning ``Ask<t>`` whose answer ``Ans<t>`` starts the task
-    (``event``), as ``build.py`` builds it."""
-    begin = (lambda t: [f'        crash_point({t}, "before its effect")']) if crashes else (lambda t: [])
+    (``event``), as ``build.py`` builds it.  Task t's steps start with its crash point
+    "before its effect" only where ``crash_at`` (``crash_points``) has ``(t, "before_effect")``;
+    ``inline``: ``task_body``'s source, written into the one task's step (a workflow of one
+    task: no helper called once)."""
+
+    def begin(t):
+        return [f'        crash_point({t}, "before its effect")'] if (t, "before_effect") in crash_at else []
+
     events = [f"class Done{t}(Event):\n    pass" for t in range(1, n)]
     events += [f"class Ask{g}(InputRequiredEvent):\n    pass\nclass Ans{g}(HumanResponseEvent):\n    pass"
                for g in sorted(gates)]
@@ -147,20 +161,102 @@ def workflow_class(n: int, gates, idiom: str, crashes: bool) -> str:
             body += [f"        answer = await ctx.wait_for_event(Ans{t}, waiter_event=Ask{t}(), "
                      f'waiter_id="gate{t}", timeout=None)']
             value = "answer.response"
+        call = [f"        await task_body(ctx, {t}, {value})"] if inline is None else _inlined(inline, t, value)
         lines += ["    @step", f"    async def task{t}(self, ctx: Context[RunState], ev: {takes}) -> {gives}:",
-                  *body, f"        await task_body(ctx, {t}, {value})", f"        return {done}"]
+                  *body, *call, f"        return {done}"]
     return "\n".join(events + lines)
 
 
-def task_body_source(workflow, crashes: bool) -> str:
-    """``task_body``'s source, without the crash point when no step crashes and without the
-    answer when no task has a gate."""
+def _inlined(body: str, t: int, value: str) -> list:
+    """``task_body``'s statements as task ``t``'s own, ``value`` its answer (never ``None`` at
+    a gate: the answer is then recorded unconditionally)."""
+    out, unguarded = [], False
+    for line in body.splitlines()[1:]:  # below ``async def task_body(ctx, t, value):``
+        if "if value is not None:" in line:
+            unguarded = True  # the line it guards, one level up
+            continue
+        line, unguarded = (line[4:] if unguarded else line), False
+        out.append("    " + re.sub(r"\bvalue\b", value, re.sub(r"\bt\b", str(t), line)))
+    return out
+
+
+def task_body_source(workflow, crash_at=frozenset()) -> str:
+    """``task_body``'s source, without the crash point when no step crashes after a task's
+    effect and without the answer when no task has a gate."""
     body = _source(task_body)
-    if not crashes:
+    if not any(phase == "in_flight" for _, phase in crash_at):
         body = without_lines(body, "crash_point(")
     if not workflow.gates:  # no task has an answer to record
         body = without_lines(body, "if value is not None:", extra=1)
     return body
+
+
+def crash_points(steps, n: int) -> set:
+    """``(task, phase)`` of every crash point a step fires at: its own, or for a task raising
+    "after it completed" (which the full ``crash_point`` raises as the next task starts), the
+    next task's "before its effect" (none for the last task: raised once the call returns)."""
+    out = set()
+    for task, phase, _ in (s.crash for s in steps if s.crash):
+        if phase != "after_commit":
+            out.add((task, phase))
+        elif task < n:
+            out.add((task + 1, "before_effect"))
+    return out
+
+
+def definitions(workflow, idiom: str, crash_at, *, answers: bool) -> list:
+    """``RunState`` (without ``answers`` where no gate records one and nothing reads them),
+    ``task_body`` (written into the step of a workflow of one task instead) and ``Linear``, with
+    the crash points ``crash_at`` only."""
+    state = _source(RunState)
+    if not (workflow.gates or answers):
+        state = without_lines(state, "answers:")
+    body = task_body_source(workflow, crash_at)
+    one = workflow.n == 1
+    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at, inline=body if one else None)
+    return [state, *([] if one else [body]), linear]
+
+
+def as_raised(step, n: int):
+    """A step in which task t < n raises "after it completed": the same crash set where it
+    fires, as task t + 1 starts (its point "before its effect", where the full ``crash_point``
+    of the runtime raises it too: that task always starts in the same call), so the script
+    takes the three-line ``crash_point`` and no ``observe_crashing``."""
+    if step.crash is None:
+        return step
+    task, phase, kind = step.crash
+    if phase != "after_commit" or kind != "exception" or task >= n:
+        return step
+    said = f"task {task} raises after it completed"
+    return replace(step, crash=(task + 1, "before_effect", kind),
+                   comment=step.comment.replace(said, f"{said} (as task {task + 1} starts)", 1))
+
+
+def drive_source(gates: bool, every_step: bool, asked: bool) -> str:
+    """``drive`` as the variant runs it: the per-event save only where it saves on every event
+    (said there, with no switch to set); where nothing asks, no question to note and no pause to
+    stop at (and, saving at the end only, no stream to read: the run is awaited)."""
+    src = _source(drive)
+    if every_step:
+        src = src.replace("if EVERY_STEP and ", "if ")
+    else:
+        src = without_lines(src, "EVERY_STEP", extra=1)
+    if not gates:
+        src = without_lines(without_lines(src, "InputRequiredEvent", extra=1), "WorkflowIdleEvent", extra=3)
+        if not every_step:
+            src = without_lines(src, "async for event in")
+        if not asked:  # no call passes the question of a restored pause
+            src = src.replace(", asked=None):", "):", 1)
+    return src
+
+
+def reader_source(readers, idiom: str) -> str:
+    """The readers the script calls; ``read_state`` of the ``event`` idiom takes the question
+    from the stored row alone (no step waits inside the runtime: no waiter to read)."""
+    src = _source(*readers)
+    if read_state in readers and idiom == "event":
+        src = without_lines(src, "waiting = [", extra=1).replace("(waiting or [asked])[0]", "asked")
+    return src
 
 
 def workflow_imports(text: str) -> tuple:
@@ -206,27 +302,17 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if check.aspect == "state":
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
-    crashes = any(s.crash for s in steps)
-    body = task_body_source(workflow, crashes)
-    every_step = options["snapshot"] == "step"
-    drive_src = _source(drive)
-    if not every_step:  # snapshots at a pause and at the end only: no per-event save
-        lines = drive_src.splitlines()
-        cut = next(i for i, line in enumerate(lines) if "EVERY_STEP" in line)
-        drive_src = "\n".join(lines[:cut] + lines[cut + 2:])
-    else:  # the variant saves on every event: say so where it does, with no switch to set
-        drive_src = drive_src.replace("if EVERY_STEP and ", "if ")
-    if not workflow.gates:  # nothing ever asks
-        drive_src = "\n".join(line for line in drive_src.splitlines()
-                              if "InputRequiredEvent" not in line and "asked = int(" not in line)
+    steps = [as_raised(s, workflow.n) for s in steps]
     every = "\n".join(c for s in steps for c in s.calls)
     readers = [f for f in (snapshot, outcome, read_state)
                if f.__name__ + "(" in every or (f is outcome and check.aspect == "outcome")
                or (f is read_state and check.aspect == "state")]
-    parts = [_source(RunState), body,
-             workflow_class(workflow.n, set(workflow.gates), options["gate"], crashes),
+    parts = [*definitions(workflow, options["gate"], crash_points(steps, workflow.n),
+                          answers=read_state in readers),
              "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
-             _source(save, *([load] if "load(" in every else [])), drive_src, *([_source(*readers)] if readers else [])]
+             _source(save, *([load] if "load(" in every else [])),
+             drive_source(bool(workflow.gates), options["snapshot"] == "step", "asked=" in every),
+             *([reader_source(readers, options["gate"])] if readers else [])]
     glue = [*(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else []),
             "wf = Linear(timeout=None)"]

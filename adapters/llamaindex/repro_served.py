@@ -38,10 +38,9 @@ from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 from workflows.events import StopEvent, WorkflowIdleEvent
 
 from adapters.toolkit.repro_runtime import WORKDIR
-from adapters.toolkit.script import Script, check_for, header, pins, source_as, step_of
+from adapters.toolkit.script import Script, check_for, header, pins, source_as, step_of, without_lines
 
-from .repro import (RunState, _source, outcome, task_body_source, workflow_class,
-                    workflow_imports)
+from .repro import _source, as_raised, crash_points, definitions, outcome, workflow_imports
 
 Linear, EVENTS = None, []  # the script defines its workflow class (and lists its answer events)
 SERVER_PINS = ("llama-index-workflows", "llama-agents-server", "llama-agents-client")
@@ -53,6 +52,7 @@ SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"}
 # -- what the script contains --------------------------------------------------------------------
 
 DB = os.path.join(WORKDIR, "server.sqlite")
+DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'  # DB, as the script writes it
 
 
 @contextlib.asynccontextmanager
@@ -76,8 +76,7 @@ async def follow_once(client, handler_id, after):
     """Read ``GET /events/{handler_id}`` after sequence ``after`` until the run waits for an
     answer or stops (the event's type); a failed run raises."""
     async with asyncio.timeout(60):
-        stream = client.get_workflow_events(handler_id, include_internal_events=True,
-                                            after_sequence=after)
+        stream = client.get_workflow_events(handler_id, include_internal_events=True, after_sequence=after)
         async with contextlib.aclosing(stream):
             async for event in stream:
                 kinds = {event.type, *(event.types or ())}
@@ -93,8 +92,7 @@ async def follow(client, handler_id, after):
     from the last event seen, as an SSE client reconnects."""
     async with asyncio.timeout(60):
         while True:
-            stream = client.get_workflow_events(handler_id, include_internal_events=True,
-                                                after_sequence=after)
+            stream = client.get_workflow_events(handler_id, include_internal_events=True, after_sequence=after)
             events = aiter(stream)
             async with contextlib.aclosing(stream):
                 with contextlib.suppress(TimeoutError):  # silent: subscribe again
@@ -137,7 +135,7 @@ async def follow_dbos(run_id, handler):
 
 RACE_NOTE = " (here: every racer's server is up before any of them answers)"
 PRIVATE_NOTE = ("The fuzzer's variant calls the server's service object in process; this script "
-                "makes the\nsame requests over HTTP (the code behind each route).")
+                "makes the same requests over HTTP (the code behind each route).")
 
 
 def _served(calls) -> list:
@@ -202,20 +200,25 @@ def _server_parts(evidence, ops, check, steps, gates, helpers) -> tuple:
     # An answer may reach a run the server is still rebuilding from its journal: the follow
     # that subscribes again when its stream is silent.
     answered = any(op.name in ("resume", "race") for op in ops)
-    parts = ['DB = os.path.join(WORKDIR, "server.sqlite")',
+    tampers = any(op.name == "tamper" for op in ops)
+    if not tampers:  # only the tamper's SQL names the file again: no constant for it otherwise
+        serve = serve.replace("SqliteWorkflowStore(DB)", f"SqliteWorkflowStore({DB_SRC})")
+    parts = [*([f"DB = {DB_SRC}"] if tampers else []),
              *([f"ALL_UP = multiprocessing.Barrier({racers})"] if racers else []),
              serve, _source(follow) if answered else source_as(follow_once, "follow"), *helpers,
              *([source_as(outcome_of_server, "outcome")] if check.reads_outcome else [])]
     imports = ("import uvicorn", "from llama_agents.client import WorkflowClient",
                "from llama_agents.server import SqliteWorkflowStore, WorkflowServer")
     stdlib = ("contextlib", "socket", *(["multiprocessing"] if racers else []),
-              *(["sqlite3"] if any(op.name == "tamper" for op in ops) else []))
+              *(["sqlite3"] if tampers else []))
     return parts, imports, stdlib
 
 
-def _dbos_parts(check) -> tuple:
-    parts = [_source(launch), source_as(follow_dbos, "follow"),
-             *([_source(outcome)] if check.reads_outcome else [])]
+def _dbos_parts(check, gates) -> tuple:
+    follow = source_as(follow_dbos, "follow")
+    if not gates:  # nothing asks: the run never waits
+        follow = without_lines(follow, "WorkflowIdleEvent", extra=1)
+    parts = [_source(launch), follow, *([_source(outcome)] if check.reads_outcome else [])]
     return parts, ("from dbos import DBOS", "from llama_agents.dbos import DBOSRuntime"), ()
 
 
@@ -238,21 +241,20 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
     if steps is None:
         return None
     gates = set(workflow.gates)
-    crashes = any(s.crash for s in steps)
-    definitions = [_source(RunState), task_body_source(workflow, crashes),
-                   workflow_class(workflow.n, gates, variant.options["gate"], crashes)]
-    parts, imports, stdlib = (_dbos_parts(check) if dbos else
+    steps = [as_raised(s, workflow.n) for s in steps]
+    defined = definitions(workflow, variant.options["gate"], crash_points(steps, workflow.n), answers=False)
+    parts, imports, stdlib = (_dbos_parts(check, gates) if dbos else
                               _server_parts(evidence, ops, check, steps, gates, helpers))
     if any(s.bad_output is not None for s in steps[1:]):
         parts.append("BAD_OUTPUT = None  # a task that writes a value outside the schema")
     # The event classes the definitions use (not the event names ``follow`` compares).
-    used = "\n".join(definitions + (parts if dbos else helpers))
+    used = "\n".join(defined + (parts if dbos else helpers))
     head = header("llama-agents-dbos" if dbos else "llama-agents-server", variant.description,
                   evidence, pins(evidence, DBOS_PINS if dbos else SERVER_PINS))
     if variant.options.get("api") == "private":
         head += "\n" + PRIVATE_NOTE
     return Script(header=head, imports=(*imports, *workflow_imports(used)),
-                  workflow_src="\n".join(definitions + parts), steps=tuple(steps), check=check,
+                  workflow_src="\n".join(defined + parts), steps=tuple(steps), check=check,
                   stdlib=stdlib, asynchronous=True).source()
 
 

@@ -61,10 +61,9 @@ SCRIPT_NAME = "linear"  # the name a reproduction script registers its workflow 
 # in half (no longer JSON).
 CORRUPT_TICK = (
     "with sqlite3.connect(DB) as db:  # the journal's newest tick, cut in half",
-    '    db.execute("UPDATE ticks SET tick_data = substr(tick_data, 1, length(tick_data) / 2)"',
-    """               " || '{{corrupt' WHERE id = (SELECT id FROM ticks WHERE run_id = (\"""",
-    """               " SELECT run_id FROM handlers WHERE handler_id = '{handler}')\"""",
-    """               " ORDER BY sequence DESC LIMIT 1)")""",
+    """    db.execute("UPDATE ticks SET tick_data = substr(tick_data, 1, length(tick_data) / 2) || '{{corrupt'\"""",
+    """               " WHERE id = (SELECT id FROM ticks WHERE run_id = (SELECT run_id FROM handlers\"""",
+    """               " WHERE handler_id = '{handler}') ORDER BY sequence DESC LIMIT 1)")""",
 )
 
 

@@ -104,10 +104,15 @@ class PydanticGraphAdapter(Adapter):
             cleanup(Path(workdir), variant.options["store_factory"])
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence):
-        if variant.options.get("backend") == "custom":
-            return None  # not written yet for a custom store: the report says so
         from .repro import reproduction
 
+        if variant.options.get("backend") == "custom":
+            # The store is built in the script by its factory's ScriptStore; a factory that
+            # declares none gets no script (the report says so).
+            from adapters import storefactory
+
+            recipe = storefactory.script_of(storefactory.load(variant.options["store_factory"]))
+            return reproduction(variant, workflow, evidence, recipe) if recipe else None
         return reproduction(variant, workflow, evidence)
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops):

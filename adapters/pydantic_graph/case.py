@@ -44,6 +44,11 @@ from adapters.toolkit.script import thread_label
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
 from .workflow_graph import Deps, WfState, build
 
+# What the call log holds for a custom store where no call of the framework's API was made
+# (repro.py writes the first with the store's ScriptStore; a later line reading the second's
+# ``last`` leaves the step unwritten).
+STORE_TAMPER = "<unknown: the store factory's own tamper {how!r} of {run!r}>"
+STORE_LAST = "last = <unknown: the latest snapshot, read back through the store factory>"
 
 
 class PydanticGraphCase(Case):
@@ -240,7 +245,7 @@ class PydanticGraphCase(Case):
             self._rec("last = p.last_snapshot")
             return p.last_snapshot
         if self.backend == "custom":  # load_all, or the factory's reader (custom.py)
-            self._rec("last = <the latest snapshot, read back through the store factory>")
+            self._rec(STORE_LAST)
             return await self.store.last(thread)
         self._rec("last = (await p.load_all())[-1]")
         snapshots = await p.load_all()
@@ -297,7 +302,8 @@ class PydanticGraphCase(Case):
 
     def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         if self.backend == "custom":  # only the store author's tamper (StoreHandle.tamper)
-            self._rec("<unknown: the store factory's own tamper>")
+            # A script writes it with the store's ScriptStore, if that has a function ``how``.
+            self._rec(STORE_TAMPER.format(how=how, run=thread_label(thread)))
             self.store.tamper(thread, how)
             return
         before = None if self.backend == "file" else (self.store.snapshots(thread) or [None])[-1]

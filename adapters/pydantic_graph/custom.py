@@ -69,11 +69,16 @@ def custom_variants(factory) -> tuple[Variant, ...]:
                    "store_factory": factory.path, "store_distribution": factory.distribution,
                    "store_version": factory.version}
         name = f"store-{factory.name}-start_{start}-resume_{resume}-recover_{recover}"
-        description = (f"persistence from {factory.path} ({factory.distribution} "
-                       f"{factory.version}), one per run; {START_WORDS[start]}; resume: {resume}; "
-                       f"recover: {recover}")
-        out.append(Variant(name, description, options))
+        who = f"persistence from {factory.path} ({factory.distribution} {factory.version})"
+        out.append(Variant(name, describe(options, who), options))
     return tuple(out)
+
+
+def describe(options: dict, who: str) -> str:
+    """A custom variant in words, its persistence named ``who`` (a reproduction script names
+    the store's class, not the factory it never imports)."""
+    return (f"{who}, one per run; {START_WORDS[options['start']]}; resume: {options['resume']}; "
+            f"recover: {options['recover']}")
 
 
 def check_persistence(store) -> dict:

@@ -19,12 +19,22 @@ which carry no interrupt identity, let one answer reach the next gate).  A tampe
 JSON on disk; in memory, the newest snapshot object replaced (``NodeSnapshot`` /
 ``EndSnapshot``) or edited.  Not (yet): a forged file, SIGKILL and twin recovery; those fall
 back to the older unchecked script (``repro_legacy.py``).
+
+A custom store (``--store``) is written with its factory's ``ScriptStore`` (``store_script``):
+the script pastes the store's own functions and builds the store with them where the case called
+the factory (``p = latest_persistence()``); a tamper is the store's function named after it
+(``corrupt()``), if it has one.  The factory is called once per run, on that run's directory: a
+script with several runs gives each run a ``WORKDIR`` of its own (``use_run_dir``), the
+directory the store's functions keep their data in.  Not (yet) on a custom store: a check of
+the stored state (the script would need the store's reader).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import sys
 import typing
 from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
@@ -41,10 +51,15 @@ from adapters.toolkit.script import (
     pins,
     source_as,
     step_of,
+    store_class,
+    store_parts,
     thread_label,
     without_docstring,
     without_lines,
 )
+
+from .case import STORE_LAST, STORE_TAMPER
+from .custom import describe
 
 N, GATES, BAD_OUTPUT = 2, {1}, None  # the script's glue sets these
 graph = None
@@ -128,6 +143,7 @@ def file_persistence_untyped(thread):
 
 
 MEMORY = {}
+RUNS = WORKDIR  # a custom store's runs, one directory each (the script's glue sets it)
 
 
 # One in-memory persistence per thread (``graph.iter``, ``iter_from_persistence`` and
@@ -138,6 +154,14 @@ def memory_persistence_simple(thread):
 
 def memory_persistence_full(thread):
     return MEMORY.setdefault(thread, FullStatePersistence())
+
+
+def use_run_dir(run):
+    """From here on ``WORKDIR`` is the run's own directory (a custom store's factory is called
+    once per run, on that run's directory)."""
+    global WORKDIR  # the store's functions keep one run's data there: each run its own
+    WORKDIR = os.path.join(RUNS, run)
+    os.makedirs(WORKDIR, exist_ok=True)
 
 
 def read_state(snapshots):
@@ -192,7 +216,8 @@ def racer_calls(options: dict, op) -> list:
     """A race as its racers one after the other: each one's resume, in the variant's spelling,
     with its value; the second finds whatever the first left next (an answered gate's
     successor), as a racer that arrives once the other has returned does."""
-    p = f"p = file_persistence({thread_label(op.thread)!r})"
+    opened = "custom_persistence" if options["backend"] == "custom" else "file_persistence"
+    p = f"p = {opened}({thread_label(op.thread)!r})"
     if options["resume"] == "ifp":
         one = lambda v: [p, "async with graph.iter_from_persistence(p) as run:",  # noqa: E731
                          f"    run.next_node.answer = {v!r}", "    await drive(run)"]
@@ -227,23 +252,76 @@ def _inlined(task_src: str, body_src: str) -> str:
 
 
 def _live(calls: list) -> list:
-    """The step's calls without ``last = p.last_snapshot`` when nothing after it reads ``last``:
-    the case reads the snapshot to choose its path (a field of the persistence, no call the
-    framework could refuse), and the path taken is written out."""
-    read = "last = p.last_snapshot"
-    return [c for i, c in enumerate(calls)
-            if c.strip() != read or any(re.search(r"\blast\b", later) for later in calls[i + 1:])]
+    """The step's calls without ``last = p.last_snapshot`` (or a custom store's read through its
+    factory) when nothing after it reads ``last``: the case reads the snapshot to choose its
+    path (a field of the persistence, no call the framework could refuse), and the path taken
+    is written out."""
+    reads = ("last = p.last_snapshot", STORE_LAST)
+    return [c for i, c in enumerate(calls) if c.strip() not in reads
+            or any(re.search(r"\blast\b", later) for later in calls[i + 1:])]
 
 
-def reproduction(variant, workflow, evidence) -> str | None:
+_OPENED = re.compile(r"^(?P<indent>\s*)(?P<var>\w+) = custom_persistence\((?P<run>'[^']*')\)$")
+_TAMPER_HOWS = ("corrupt", "invalid", "forged")  # a recipe's tamper: its function of that name
+_TAMPERED = re.compile(re.escape(STORE_TAMPER).replace(r"\{how!r\}", "'(?P<how>[a-z]+)'")
+                       .replace(r"\{run!r\}", "(?P<run>'[^']*')"))
+
+
+def _store_calls(calls: list, recipe, *, per_run: bool) -> list | None:
+    """A custom store's step in the store's own terms: the factory's persistence built by the
+    ``ScriptStore``'s ``build`` (typed, when the step reads it itself: ``load_next``), its
+    tamper the recipe's function of that name; in a script with several runs, each run's
+    directory chosen first.  ``None``: a tamper the recipe does not write."""
+    typed = any(".load" in c for c in calls)
+    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    opened = f"{'await ' if inspect.iscoroutinefunction(build) else ''}{recipe.build}()"
+    out = []
+    for c in calls:
+        m, tampered = _OPENED.match(c), _TAMPERED.fullmatch(c)
+        if tampered:
+            if tampered["how"] not in {f.__name__ for f in recipe.functions}:
+                return None
+            out += [*([f"use_run_dir({tampered['run']})"] if per_run else []),
+                    f"{tampered['how']}()"]
+        elif m:
+            i, var = m["indent"], m["var"]
+            out += [*([f"{i}use_run_dir({m['run']})"] if per_run else []),
+                    f"{i}{var} = {opened}",
+                    *([f"{i}{var}.set_graph_types(graph)"] if typed else [])]
+        else:
+            out.append(c)
+    return out
+
+
+def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
+    """The checked script, or ``None`` where it cannot be written; ``recipe``: a custom
+    store's ``ScriptStore`` (none: no script on a custom store)."""
     options = dict(variant.options)
+    backend = options["backend"]
+    custom = backend == "custom"
     ops = evidence.ops[: evidence.step + 1]
     if any(op.name not in SUPPORTED_OPS for op in ops) or any(
             getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
         return None
-    if options["backend"] != "file" and any(op.name == "race" for op in ops):
+    if custom and (recipe is None or recipe.close):
+        return None  # no ScriptStore; or one to release before the verdict: not written yet
+    stored_in_workdir = custom and "WORKDIR" in store_parts(recipe)[2]
+    # A race is written as its racers one after the other (``racer_calls``), each opening the
+    # run's persistence anew, as racers in other processes do: they share what the persistence
+    # keeps outside the process.  The in-memory persistences keep nothing there (a race on them
+    # is n/a anyway); FileStatePersistence keeps the run's file.  A custom store's ``build``
+    # returns a new store object on the same data at each call (the ScriptStore contract), and
+    # where the store's functions keep that data in ``WORKDIR`` (LatestStatePersistence's
+    # callbacks: one JSON file, replaced atomically), every racer's object reads and writes that
+    # one file, as the campaign's racers did in the run's directory.
+    if any(op.name == "race" for op in ops) and not (backend == "file" or stored_in_workdir):
         return None  # racers in other processes share only a file
-    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
+    runs = {t for op in ops for t in (op.thread, getattr(op, "new_thread", None)) if t}
+    per_run = custom and len(runs) > 1  # each run its own WORKDIR (use_run_dir)
+    if per_run and not stored_in_workdir:
+        return None
+    check = check_for(evidence, state_readable=not custom,
+                      outcome_readable=ops[-1].name != "race")
     if check is None:
         return None
     if check.aspect == "state":
@@ -252,36 +330,40 @@ def reproduction(variant, workflow, evidence) -> str | None:
     for i, op in enumerate(ops):
         calls = (racer_calls(options, op) if op.name == "race" else
                  [src for kind, src in evidence.calls[i] if kind == "call"])
-        if any("<unknown" in c for c in calls) or (op.name != "query" and not calls):
+        if op.name != "query" and not calls:
+            return None
+        if custom:
+            calls = _store_calls(calls, recipe, per_run=per_run)
+        calls = _live(calls) if op.name != "query" and calls is not None else calls
+        if calls is None or any("<unknown" in c for c in calls):
             return None
         note = (" (here: one racer after the other, the second shown the same interrupt as "
                 "the first)" if op.name == "race" else "")
-        steps.append(step_of(evidence, i, _live(calls) if op.name != "query" else (), note=note))
+        steps.append(step_of(evidence, i, calls if op.name != "query" else (), note=note))
     single = options["shape"] == "single"
     bad = any(s.bad_output is not None for s in steps)
     body = (task_body_crashing if any(s.crash for s in steps) else
             task_body_bad_output if bad else task_body)
-    backend = options["backend"]
-    saver = {"file": file_persistence, "full": memory_persistence_full,
-             "simple": memory_persistence_simple}[backend]
-    everything = " ".join(c for st in steps for c in st.calls) + " " + check.state_src
-    if backend == "file" and ".load" not in everything:  # no read of p outside the graph's calls
-        saver = file_persistence_untyped
-    memory = [] if backend == "file" else ["MEMORY = {}"]
+    written = " ".join(c for step in steps for c in step.calls)
+    if custom:
+        saver_src, stdlib, imports, description = _store_parts(recipe, options, written, per_run)
+    else:
+        saver_src, stdlib, imports = _builtin_parts(backend, check, written)
+        description = variant.description
+    memory = [] if backend in ("file", "custom") else ["MEMORY = {}"]
     glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
-            *shape_glue(options["shape"], workflow.n), *memory]
-    text = header("pydantic-graph", variant.description, evidence, pins(evidence, PINNED))
+            *shape_glue(options["shape"], workflow.n), *memory,
+            *(["RUNS = WORKDIR"] if per_run else [])]
+    text = header("pydantic-graph", description, evidence,
+                  pins(evidence, PINNED + (recipe.distributions if custom else ())))
+    # The standard library's ``from`` imports first (a custom store's ``from pathlib ...``).
+    first = [i for i in imports if i.split()[1].split(".")[0] in sys.stdlib_module_names]
     imports = ["from dataclasses import dataclass, field" + ("" if single else ", make_dataclass"),
-               *(["from pathlib import Path"] if backend == "file" else []),
+               *(["from pathlib import Path"] if backend == "file" else []), *first,
                "from pydantic_graph import BaseNode, End, GraphRunContext",
-               "from pydantic_graph.graph import Graph"]
-    imports.append("from pydantic_graph.persistence.file import FileStatePersistence"
-                   if backend == "file" else
-                   "from pydantic_graph.persistence.in_mem import "
-                   f"{'Full' if backend == 'full' else 'Simple'}StatePersistence")
-    written = " ".join(c for step in steps for c in step.calls)
+               "from pydantic_graph.graph import Graph", *(i for i in imports if i not in first)]
     snapshots = [k for k in ("EndSnapshot", "NodeSnapshot") if k + "(" in written]
     if snapshots:  # a tamper that replaces the newest snapshot object
         imports.append(f"from pydantic_graph.persistence import {', '.join(snapshots)}")
@@ -290,15 +372,14 @@ def reproduction(variant, workflow, evidence) -> str | None:
         task_body_src = _gateless(task_body_src)
     return Script(
         header=text,
-        imports=tuple(imports),
+        imports=tuple(dict.fromkeys(imports)),
         # The task body the steps need: inside ``Task.run`` (single shape), or under the one
         # name the node classes call; the persistence under the name the calls use.
         workflow_src="\n".join([_source(State),
                                  *([] if single else [task_body_src]),
                                  _inlined(_source(Task), task_body_src) if single
                                  else _source(task_class),
-                                 source_as(saver, "file_persistence" if backend == "file"
-                                           else "memory_persistence"),
+                                 saver_src,
                                  _source(*([drive] if any("drive(" in c for st in steps
                                                           for c in st.calls) else []),
                                          *([outcome] if check.aspect == "outcome" else []),
@@ -306,7 +387,36 @@ def reproduction(variant, workflow, evidence) -> str | None:
                                  *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=(("os", "tempfile") if backend == "file" else ()) + (() if single else ("typing",))
-        + (("json",) if "json." in written else ()),
+        stdlib=stdlib + (() if single else ("typing",)) + (("json",) if "json." in written else ()),
         asynchronous=True,
     ).source()
+
+
+def _builtin_parts(backend: str, check, written: str) -> tuple:
+    """A built-in persistence's part of the script: the function the calls open it with
+    (under the name they use), the standard-library modules and the import it needs."""
+    saver = {"file": file_persistence, "full": memory_persistence_full,
+             "simple": memory_persistence_simple}[backend]
+    everything = written + " " + check.state_src
+    if backend == "file" and ".load" not in everything:  # no read of p outside the graph's calls
+        saver = file_persistence_untyped
+    imports = ["from pydantic_graph.persistence.file import FileStatePersistence"
+               if backend == "file" else
+               "from pydantic_graph.persistence.in_mem import "
+               f"{'Full' if backend == 'full' else 'Simple'}StatePersistence"]
+    src = source_as(saver, "file_persistence" if backend == "file" else "memory_persistence")
+    return src, (("os", "tempfile") if backend == "file" else ()), imports
+
+
+def _store_parts(recipe, options: dict, written: str, per_run: bool) -> tuple:
+    """A custom store's part of the script, from its ``ScriptStore``: the store's functions
+    (a tamper function only if a step calls it), ``use_run_dir`` for several runs, their
+    standard-library modules and imports, and the variant in words naming the store's class."""
+    kept = tuple(f for f in recipe.functions
+                 if f.__name__ == recipe.build or f.__name__ not in _TAMPER_HOWS
+                 or f"{f.__name__}()" in written)
+    stdlib, imports, src = store_parts(replace(recipe, functions=kept))
+    if per_run:
+        src += "\n" + _source(use_run_dir)
+    who = f"{store_class(recipe)} of {options['store_distribution']} {options['store_version']}"
+    return src, stdlib + (("os",) if per_run else ()), list(imports), describe(options, who)

@@ -14,6 +14,7 @@ import ast
 import inspect
 import json
 import re
+import sys
 from dataclasses import dataclass
 
 from adapters.protocol import installed_versions
@@ -101,6 +102,9 @@ class Script:
     # Every step runs in a forked child process (``in_child``): for a framework whose threads do
     # not survive a fork, so that the process that forks racers or crashing calls runs nothing.
     isolated: bool = False
+    # Statements that release the store before the verdict exits (an async connection's worker
+    # thread, not a daemon, would keep the script alive): the store's ``ScriptStore.close``.
+    teardown: tuple = ()
 
     def _killed(self) -> bool:
         """Does a process die or several share the effect log (a SIGKILL, a race, isolated
@@ -261,14 +265,21 @@ class Script:
         c = self.check
         allowed = repr(sorted(c.allowed, key=repr))
         if c.aspect == "outcome":
-            return [f"verdict('outcome', status, {allowed})"]
-        if c.aspect == "effects":  # lists of (task, value) tuples, as the script's log has them
+            what, observed = "outcome", "status"
+        elif c.aspect == "effects":  # lists of (task, value) tuples, as the script's log has them
             rows = [sorted(map(tuple, a), key=repr) for a in c.allowed]
-            return [f"verdict('effects fired', sorted(fired, key=repr), {sorted(rows, key=repr)!r})"]
-        if c.aspect == "joint":
-            return ["verdict('outcome, effects fired and stored state', "
-                    f"(status, sorted(fired, key=repr), {c.state_src}), {_joint(c.allowed)!r})"]
-        return [f"verdict('stored state', {c.state_src}, {allowed})"]
+            what, observed, allowed = "effects fired", "sorted(fired, key=repr)", repr(sorted(rows, key=repr))
+        elif c.aspect == "joint":
+            what, observed = "outcome, effects fired and stored state", \
+                f"(status, sorted(fired, key=repr), {c.state_src})"
+            allowed = repr(_joint(c.allowed))
+        else:
+            what, observed = "stored state", c.state_src
+        if not self.teardown:
+            return [f"verdict({what!r}, {observed}, {allowed})"]
+        read = [f"observed = {observed}"] if c.reads_state else []  # read before the store closes
+        return [*read, *self.teardown,
+                f"verdict({what!r}, {'observed' if read else observed}, {allowed})"]
 
 
 _CRASH_LINE = re.compile(r'^\s*crash_point\([^,()]+, "(?P<moment>[a-z ]+)"\)\s*$')
@@ -385,7 +396,49 @@ def source_as(obj, name: str) -> str:
     one function per store or shape (``save_json``, ``save_sqlite``), the script defines the
     one it needs under the name its calls use (``save``), with no alias line."""
     source = without_docstring(inspect.getsource(obj))
-    return re.sub(rf"^((?:async )?def ){obj.__name__}\(", rf"\g<1>{name}(", source, count=1)
+    return re.sub(rf"^((?:async )?def ){obj.__name__}\(", rf"\g<1>{name}(", source, count=1,
+                  flags=re.MULTILINE)  # below its decorators, if any
+
+
+def store_parts(recipe) -> tuple[tuple, tuple, str]:
+    """A store factory's ``ScriptStore`` as a script's parts: the standard-library modules its
+    module imports at the top level (``import os``), that module's other import statements
+    (``from langgraph_checkpoint_lmdb import LMDBSaver``), each only if the pasted functions use
+    it and resumefuzz's own left out (``WORKDIR`` is the script's runtime's), and the source of
+    its functions followed by its ``setup``."""
+    source = "\n".join([*(without_docstring(inspect.getsource(f)) for f in recipe.functions),
+                        *recipe.setup])
+    used = {ast.unparse(n) for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.Name, ast.Attribute))}
+    tree = ast.parse(inspect.getsource(inspect.getmodule(recipe.functions[0])))
+    stdlib, imports = [], []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname is None and alias.name not in used:
+                    continue
+                if alias.asname is not None and alias.asname not in used:
+                    continue
+                top = alias.name.split(".")[0]
+                if top in sys.stdlib_module_names and alias.asname is None:
+                    stdlib.append(alias.name)
+                elif top not in _OURS:
+                    imports.append(ast.unparse(ast.Import([alias])))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [a for a in node.names if (a.asname or a.name) in used]
+            if names and node.module.split(".")[0] not in _OURS:
+                imports.append(ast.unparse(ast.ImportFrom(node.module, names, 0)))
+    return tuple(stdlib), tuple(imports), source
+
+
+def store_class(recipe) -> str:
+    """The name of the class a ``ScriptStore``'s ``build`` function instantiates by default (its
+    ``cls`` parameter): what a forced race subclasses."""
+    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    return inspect.signature(build).parameters["cls"].default.__name__
+
+
+_OURS = {"__future__", "adapters", "resumefuzz", "fuzz", "refmodel"}
 
 
 def without_docstring(source: str) -> str:

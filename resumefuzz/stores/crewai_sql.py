@@ -87,3 +87,5 @@ postgres_persistence.store_name = "sqlpostgres"
 mariadb_persistence.store_name = "sqlmariadb"
 postgres_persistence.store_distribution = "crewai-persistence-sql"
 mariadb_persistence.store_distribution = "crewai-persistence-sql"
+postgres_persistence.store_script = "resumefuzz.stores.scripts.crewai_sql:SCRIPT_POSTGRES"  # its scripts' store
+mariadb_persistence.store_script = "resumefuzz.stores.scripts.crewai_sql:SCRIPT_MARIADB"  # its scripts' store

@@ -56,3 +56,4 @@ def lmdb_saver(ctx: StoreContext) -> StoreHandle:
 
 lmdb_saver.store_name = "lmdb"
 lmdb_saver.store_distribution = "langgraph-checkpoint-lmdb"
+lmdb_saver.store_script = "resumefuzz.stores.scripts.langgraph_lmdb:SCRIPT"  # its scripts' store

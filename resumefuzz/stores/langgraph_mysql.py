@@ -101,3 +101,4 @@ def mysql_saver(ctx: StoreContext) -> StoreHandle:
 
 mysql_saver.store_name = "mysql"
 mysql_saver.store_distribution = "langgraph-checkpoint-mysql"
+mysql_saver.store_script = "resumefuzz.stores.scripts.langgraph_mysql:SCRIPT"  # its scripts' store

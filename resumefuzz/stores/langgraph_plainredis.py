@@ -99,6 +99,7 @@ def redis_saver(ctx: StoreContext) -> StoreHandle:
 
 redis_saver.store_name = "plainredis"
 redis_saver.store_distribution = "langgraph-checkpoint-plainredis"
+redis_saver.store_script = "resumefuzz.stores.scripts.langgraph_plainredis:SCRIPT"  # its scripts' store
 
 
 async def async_redis_saver(ctx: StoreContext) -> StoreHandle:
@@ -111,3 +112,4 @@ async def async_redis_saver(ctx: StoreContext) -> StoreHandle:
 
 async_redis_saver.store_name = "plainredisasync"
 async_redis_saver.store_distribution = "langgraph-checkpoint-plainredis"
+async_redis_saver.store_script = "resumefuzz.stores.scripts.langgraph_plainredis:ASYNC_SCRIPT"  # its scripts' store

@@ -52,6 +52,7 @@ def sqlite_saver(ctx: StoreContext) -> StoreHandle:
 
 sqlite_saver.store_name = "sqlite"
 sqlite_saver.store_distribution = "langgraph-checkpoint-sqlite"
+sqlite_saver.store_script = "resumefuzz.stores.scripts.langgraph_sqlite:SCRIPT"  # its scripts' store
 
 
 async def async_sqlite_saver(ctx: StoreContext) -> StoreHandle:
@@ -66,3 +67,4 @@ async def async_sqlite_saver(ctx: StoreContext) -> StoreHandle:
 
 async_sqlite_saver.store_name = "asyncsqlite"
 async_sqlite_saver.store_distribution = "langgraph-checkpoint-sqlite"
+async_sqlite_saver.store_script = "resumefuzz.stores.scripts.langgraph_sqlite:ASYNC_SCRIPT"  # its scripts' store

@@ -10,7 +10,8 @@ dict with the latest state snapshot", and there is no snapshot to return yet.
 The package keeps no history (``load_all`` raises ``NotImplementedError``): ``read`` hands the
 harness the stored document, and fork is n/a.  Clone: the file, byte for byte.
 Tamper(corrupt): the file cut in half (no JSON decoder accepts it).  One file per run
-(``tamper_scope="thread"``); nothing outside ``workdir``.
+(``tamper_scope="thread"``); nothing outside ``workdir``.  A reproduction script builds the same
+store with ``resumefuzz/stores/scripts/pydantic_graph_latest.py`` (``store_script``).
 """
 
 from __future__ import annotations
@@ -72,3 +73,4 @@ def latest_persistence(ctx: StoreContext) -> StoreHandle:
 
 latest_persistence.store_name = "latest"
 latest_persistence.store_distribution = "pydantic-graph-persistence"
+latest_persistence.store_script = "resumefuzz.stores.scripts.pydantic_graph_latest:SCRIPT"

@@ -81,6 +81,19 @@ def test_the_upstream_section_has_title_versions_promise_and_script():
     assert "```python\nprint('hi')\n```" in upstream and "3 of 3 fresh runs" in upstream
 
 
+def test_the_upstream_section_of_a_third_party_store_names_it():
+    stored = trace().with_(versions={"langgraph": "1.0", "mystore": "0.1",
+                                     "store-factory": "mypkg.savers:make_saver"})
+    text = render(stored, "corpus/x.json",
+                  Reproduction(script="print('hi')\n", checked=True, reproduces=(3, 3)))
+    upstream = text.split("## Upstream issue (ready to paste)")[1]
+    assert "**Title**: langgraph with a third-party store: Unclassified on recover" in upstream
+    assert "mystore 0.1" in upstream
+    assert "the framework's public API, the store's package and the standard library" in upstream
+    assert "store's package" not in render(trace(), "corpus/x.json", Reproduction(
+        script="x\n", checked=True, reproduces=(3, 3)))
+
+
 def test_an_unclassified_entrys_note_says_first_why_no_category_fits(tmp_path):
     from dataclasses import replace
 

@@ -175,3 +175,70 @@ def test_a_factory_that_breaks_when_probed_is_one_line_exit_2(in_tmp, capsys):
                  "--store", "rf_test_factories:broken"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ConnectionError: no server at 127.0.0.1:1" in err
+
+
+# -- ScriptStore: how a reproduction script builds the factory's store ---------------------------
+
+RECIPE = '''"""A store's recipe for scripts."""
+import json
+import os
+import sqlite3
+
+from adapters.protocol import ScriptStore
+from adapters.toolkit.repro_runtime import WORKDIR
+
+
+def box_store(cls=dict):
+    return cls(path=os.path.join(WORKDIR, "box.json"))
+
+
+def fresh():
+    return "box"
+
+
+SCRIPT = ScriptStore(functions=(box_store, fresh), build="box_store", setup=("NAME = fresh()",),
+                     distributions=("boxpkg",))
+NOT_ONE = "a string"
+BAD_BUILD = ScriptStore(functions=(fresh,), build="box_store")
+'''
+
+
+@pytest.fixture
+def recipe_module(tmp_path, monkeypatch):
+    (tmp_path / "rf_test_recipe.py").write_text(RECIPE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "rf_test_recipe"
+    sys.modules.pop("rf_test_recipe", None)
+
+
+def _with_script(monkeypatch, path):
+    monkeypatch.setattr(good, "store_script", path, raising=False)
+    return storefactory.load("rf_test_factories:good")
+
+
+def test_a_factory_without_store_script_has_no_script_store():
+    assert storefactory.script_of(storefactory.load("rf_test_factories:good")) is None
+
+
+def test_store_script_loads_and_pastes_what_its_functions_use(recipe_module, monkeypatch):
+    from adapters.toolkit.script import store_class, store_parts
+
+    recipe = storefactory.script_of(_with_script(monkeypatch, f"{recipe_module}:SCRIPT"))
+    stdlib, imports, source = store_parts(recipe)
+    # os is used, json and sqlite3 are not; resumefuzz's own imports never reach a script
+    assert stdlib == ("os",) and imports == ()
+    assert source.startswith("def box_store(cls=dict):") and source.endswith("NAME = fresh()")
+    assert '"""' not in source
+    assert store_class(recipe) == "dict"
+
+
+@pytest.mark.parametrize("attr, message", [
+    ("rf_no_such_recipe_xyz:SCRIPT", "does not load: ModuleNotFoundError"),
+    ("{m}:NOT_ONE", "is a str, not a ScriptStore"),
+    ("{m}:BAD_BUILD", "builds with 'box_store', which is not one of its functions"),
+    ("{m}.SCRIPT", "is not a dotted path"),
+])
+def test_a_broken_store_script_is_one_line(recipe_module, monkeypatch, attr, message):
+    with pytest.raises(storefactory.StoreFactoryError, match=message) as info:
+        storefactory.script_of(_with_script(monkeypatch, attr.format(m=recipe_module)))
+    assert "\n" not in str(info.value)

@@ -16,7 +16,10 @@ campaign runs end to end.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ from crewai_test_support import Harness
 from store_testkit import ROOT, bounded_campaign, tamper_shows
 
 from adapters.protocol import Start, StateView, StoreFactoryError, Workflow
+from fuzz.testing import check_standalone
 
 DEFAULT = "resumefuzz.stores.crewai_sqlite:sqlite_persistence"
 STORES = [s for s in (os.environ.get("RESUMEFUZZ_STORES") or DEFAULT).split(",") if s]
@@ -152,6 +156,40 @@ def test_tamper_corrupt_damages_what_the_next_read_sees(harness, tmp_path):
 def test_a_bounded_campaign_runs_on_the_store(store_adapter, in_tmp):
     store = store_adapter._store
     bounded_campaign("crewai", store, f"store-{store.name}-persist", in_tmp, op_timeout=120)
+
+
+def test_the_script_of_the_store_s_corpus_entry_builds_it_and_exits_1(store_adapter, tmp_path):
+    """``resumefuzz report`` on a copy of the store's corpus entry (in a fresh interpreter: the
+    replay forks workers, and a flow ran here already) writes a checked script that builds the
+    store by its factory's ``ScriptStore`` and imports nothing of resumefuzz; run on its own,
+    without our PYTHONPATH, it exits 1."""
+    from adapters import storefactory
+
+    store = store_adapter._store
+    entries = sorted((ROOT / "corpus" / "crewai" / f"store-{store.name}-persist").glob("*.json"))
+    if not entries:
+        pytest.skip(f"no corpus entry of store-{store.name}-persist")
+    recipe = storefactory.script_of(store)
+    assert recipe is not None, f"{store.path} declares no store_script"
+    copy = tmp_path / "corpus" / entries[0].parent.name / entries[0].name
+    copy.parent.mkdir(parents=True)
+    shutil.copy(entries[0], copy)
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz", "report", str(copy), "--store", store.path,
+         "--reports", str(tmp_path / "reports"), "--json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["checked"], done.stdout
+    (md,) = (tmp_path / "reports").rglob("*.md")
+    script = re.search(r"```python\n(.*?)```", md.read_text(), re.S)[1]
+    check_standalone(script, ("'t0'", "H."))
+    assert f"def {recipe.build}(" in script and "set_flow_persistence_factory(" in script
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert run.returncode == 1 and "DEFECT SHOWS" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
 SUITE = Path(__file__).with_name("store_suite_crewai.py")

@@ -6,12 +6,15 @@ the sync saver and the ``async def`` one).  Each third-party store's tox environ
 (``adapter-store-<name>``) sets it to that store's factory, against its real server.
 
 Machinery only, never a verdict: what a run stores is read back, a clone holds the same state,
-a tamper damages what the next read sees, and a bounded campaign runs end to end.
+a tamper damages what the next read sees, and a bounded campaign runs end to end.  And the
+reproduction scripts of findings on the store: built with the factory's ``ScriptStore``, they
+stand alone and show LangGraph's defects on it (exit 1).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from langgraph_testkit import run_op
@@ -19,6 +22,9 @@ from store_testkit import bounded_campaign
 
 from adapters.langgraph import LangGraphAdapter
 from adapters.protocol import Resume, Start, StateView, Unreadable, Workflow
+from fuzz import reprocheck
+from fuzz.testing import check_standalone
+from fuzz.trace import load_trace
 
 DEFAULT = ("resumefuzz.stores.langgraph_sqlite:sqlite_saver,"
            "resumefuzz.stores.langgraph_sqlite:async_sqlite_saver")
@@ -112,3 +118,30 @@ def test_a_bounded_campaign_runs_on_the_store(store_adapter, in_tmp):
     """In a fresh process: this one ran cases in process, and has LangGraph's threads."""
     store = store_adapter._store
     bounded_campaign("langgraph", store, f"store-{store.name}-graph-sync-head-update", in_tmp)
+
+
+CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "langgraph"
+
+
+@pytest.mark.parametrize("folder, category, needle", [
+    # a bad output LangGraph accepts, on any saver: straight lines on the store
+    ("sqlite-graph-sync-head-update", "InvalidPersist", "graph = build_graph("),
+    # a forced race: the racers' first read waits in a subclass of the store's saver class
+    ("sqlite-func-sync-head-update", "LostUpdate", "_saver(HeldSaver)"),
+])
+def test_a_finding_on_the_store_has_a_checked_standalone_script(store_adapter, folder,
+                                                                category, needle):
+    """A LangGraph defect the built-in SQLite saver shows, replayed on this store's variant of
+    the same spelling: the script builds the store with its ``ScriptStore`` and exits 1."""
+    store = store_adapter._store
+    found = sorted((p for p in (CORPUS / folder).glob(f"{category}-*.json")
+                    if load_trace(p).status == "FAILED"),
+                   key=lambda p: len(load_trace(p).operations))
+    assert found, f"no FAILED {category} entry left in {folder}"
+    trace = load_trace(found[0])
+    name = f"store-{store.name}-" + folder.removeprefix("sqlite-")
+    v = next(v for v in store_adapter.variants() if v.name == name)
+    repro = reprocheck.reproduce(store_adapter, v, trace.with_(variant=name), runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), (repro.script, repro.outputs)
+    assert needle in repro.script and repro.lines <= 120, repro.script
+    check_standalone(repro.script, ("rf_branch",), as_words=True)

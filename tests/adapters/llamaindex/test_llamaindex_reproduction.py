@@ -28,8 +28,12 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter):
     the contract wants a refusal."""
     repro = reproduce(adapter, load_trace(BAD_OUTPUT))
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
-    assert repro.lines <= 120, repro.script
-    assert 'state.done = [*state.done, "<bad>" if t == BAD_OUTPUT else t]' in repro.script
+    assert repro.lines <= 60, repro.script
+    # One task: its body is the step's own (no helper); nothing asks, and the variant saves at
+    # the end only: no answers field, no stream to read.
+    assert 'state.done = [*state.done, "<bad>" if 1 == BAD_OUTPUT else 1]' in repro.script
+    assert "task_body" not in repro.script and "answers" not in repro.script
+    assert "stream_events" not in repro.script
     check_standalone(repro.script, HARNESS)
 
 
@@ -45,8 +49,14 @@ def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
 def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     repro = reproduce(adapter, load_trace(CRASH))
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
-    assert "verdict('stored state', read_state('branch-1'), " in repro.script
-    check_standalone(repro.script, HARNESS)
+    script = repro.script
+    assert "verdict('stored state', read_state('branch-1'), " in script
+    # Task 1 raising "after it completed" is set where it fires, as task 2 starts: the short
+    # crash_point, with a crash point only in the steps that raise.
+    assert "task 1 raises after it completed (as task 2 starts)" in script
+    assert "CRASH = (2, 'before its effect')" in script and "observe_crashing" not in script
+    assert 'crash_point(1, "before its effect")' not in script
+    check_standalone(script, HARNESS)
 
 
 def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):

@@ -44,6 +44,8 @@ def test_dbos_script_shows_an_output_outside_the_schema_accepted(adapter):
     assert "wf = await launch()" in repro.script
     assert "return outcome(await follow('run-1', wf.run(run_id='run-1')))" in repro.script
     assert "verdict('outcome', status, ['rejected'])" in repro.script
+    assert "if isinstance(event, WorkflowIdleEvent):\n            return event" not in repro.script
+    assert repro.lines <= 60, repro.script
     check_standalone(repro.script, HARNESS)
 
 
