@@ -92,6 +92,16 @@ def _banners(trace: Trace, repro) -> list:
         out.append("**Unchecked script**: the reproduction below comes from the adapter's older "
                    "generator; it replays the operations and prints, asserts nothing and was not "
                    "verified. Do not file it upstream as is.")
+    elif trace.status == "FIXED" and rate is not None:
+        # The entry's replay matches the reference now: a script that checks the recorded
+        # defect should exit 0 too; one that still exits 1 disagrees with the replay.
+        out.append(f"This entry is **FIXED** (its replay matches the reference now), and its "
+                   f"script, which checks the recorded defect, exits 0 in {rate[1] - rate[0]} of "
+                   f"{rate[1]} fresh runs, as it should." if rate[0] == 0 else
+                   f"**The script and the replay disagree**: the entry is FIXED (its replay "
+                   f"matches the reference now), yet its script still shows the recorded defect "
+                   f"in {rate[0]} of {rate[1]} fresh runs.  The harness's replay misses what the "
+                   "script shows, or the script checks more than the harness: look before filing.")
     elif rate is not None and rate[0] == 0:
         out.append(f"**The reproduction script did NOT reproduce the defect** (exit 1 in 0 of "
                    f"{rate[1]} fresh runs). `resumefuzz replay` still shows the divergence; the "

@@ -341,7 +341,10 @@ class Driver:
         saved = self._saved(h)
         if saved is None:
             return [], {}, None
-        return decode_state(self.spec, saved)
+        # A tip the thread has moved past (a sibling branch wrote after it) is resumed by its
+        # id, and LangGraph reruns the finished tasks there (``superseded``).
+        return decode_state(self.spec, saved,
+                            superseded=tip is not None and tip != self.latest(info["lg"]))
 
     def tip(self, h: str) -> str | None:
         info = self._info(h)
@@ -527,11 +530,20 @@ def _as_dict(value) -> dict:
     return dict(value) if isinstance(value, dict) else {"<stored>": value}
 
 
-def decode_state(spec: dict, saved):
+def decode_state(spec: dict, saved, *, superseded: bool = False):
     """``(done, answers, pending)`` from a checkpoint tuple: its channel values plus the
-    results its pending writes already hold (what a resume from it would not run again)."""
+    results its pending writes already hold (what a resume from it would not run again).
+
+    ``superseded``: the thread has moved past this checkpoint.  A resume addressed at it reruns
+    the tasks that finished there ("Finished tasks rerun only on time travel, or on a resume at
+    a checkpoint the thread has moved past": ``langgraph/pregel/_loop.py``, ``_first``, at the
+    pinned 1.2.24), so their writes are no progress a resume keeps: only its channel values and
+    the interrupts raised there count (a fork's source, still the branch's tip after the fork's
+    run died, holds the writes of the run that went on from it)."""
     values = saved.checkpoint.get("channel_values", {})
     writes = saved.pending_writes or []
+    if superseded:
+        writes = [w for w in writes if w[1] == INTERRUPT]
     completed = _completed_tasks(writes)
     if spec["api"] == "func":
         if END in values and isinstance(values[END], dict):

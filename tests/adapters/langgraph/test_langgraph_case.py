@@ -104,6 +104,26 @@ def test_a_branch_whose_fork_crashed_can_be_forked_again(name, variant, open_cas
     assert [(branch, task, value) for branch, task, value in rows] == [("f2", 1, "b")]
 
 
+@pytest.mark.parametrize("name", ["sqlite-func-sync-head-command", "sqlite-graph-sync-head-command"])
+def test_a_fork_source_the_thread_moved_past_reads_without_its_finished_tasks(name, variant,
+                                                                            open_case, ledger):
+    """start, resume 'a' (the run finishes from the gate's checkpoint), then a fork of that
+    checkpoint whose run dies before task 1: the branch's tip is still the gate's checkpoint,
+    which holds the finished run's writes.  The thread has moved past it, so a resume there
+    reruns task 1 (LangGraph's ``_first``): the branch asks at gate 1, it has not done task 1
+    (the harness used to read the other run's task 1 as the branch's: StateMismatch-1361e1a6b365,
+    withdrawn)."""
+    wf = Workflow(1, {1}, ("a", "b"))
+    case = open_case(variant(name), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    assert run_op(case, Resume("t0", value="a"), 1, ledger)[0] == "completed"
+    crash = CrashAt(1, "before_effect", "exception")
+    assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1", crash=crash), 2,
+                  ledger)[0] == "crashed"
+    assert case.query("f1") == StateView.of(wf, (), {}, 1)
+    assert case.query("t0") == StateView.of(wf, (1,), {1: "a"}, None)
+
+
 @pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",
                                   "sqlite-graph-sync-head-update-pydantic",
                                   "memory-graph-sync-head-update"])
