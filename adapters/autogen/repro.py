@@ -11,6 +11,10 @@ what the trace uses: a workflow without gates gets a plain chain (one task: its 
 whose ``Task`` never asks, ``TaskOutput`` fields, store functions, ``outcome``, ``read_state``
 and constants appear only where something reads them, and a crash of task t "after it
 completed" is written as task t + 1 failing as it starts, which it is, when t is not the last.
+The team itself is written out for the workflow's tasks (``_team_source``: each agent added and
+each edge drawn by name, tested against the generic builders below as ``_builder_source`` trims
+them); a forgery that only adds the next task's output pastes the ``rewrite`` that does that
+alone; a save after the checked step's last run is left out where the check counts effects.
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -26,11 +30,14 @@ one only in the copy has no check (``check_for`` looks at the first).  Not: the 
 
 from __future__ import annotations
 
+import ast
+import copy
 import inspect
 import json
 import os
 import re
 import sqlite3
+import uuid
 from dataclasses import replace
 
 from pydantic import BaseModel
@@ -54,6 +61,7 @@ from adapters.toolkit.script import (
     looped,
     race_interleaving,
     source_as,
+    state_value,
     step_of,
     thread_label,
     without_docstring,
@@ -307,6 +315,47 @@ def read_state_without_gates(thread):
     return {"done": done, "answers": {}, "pending": None}
 
 
+def rewrite_first_output(state, done, answers):
+    """``rewrite`` where the run wrote no output yet and the forgery has one: a new task output
+    in the manager's thread (what ``statefmt.rewrite`` appends then)."""
+    state, t = copy.deepcopy(state), done[-1]
+    thread = next(a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a)
+    thread.append({"id": str(uuid.uuid4()), "source": f"t{t}", "models_usage": None, "metadata": {},
+                   "created_at": "2026-01-01T00:00:00Z", "format_string": None,
+                   "content": {"task": t, "out": t, "answer": answers.get(t)},
+                   "type": "StructuredMessage[TaskOutput]"})
+    return state
+
+
+def rewrite_one_more(state, done, answers):
+    """``rewrite`` where the forgery has one task more than the run wrote: a copy of the newest
+    task output, as task ``done[-1]``, appended to the manager's thread."""
+    state, kind, t = copy.deepcopy(state), "StructuredMessage[TaskOutput]", done[-1]
+    thread = next(a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a)
+    new = copy.deepcopy([m for m in thread if m.get("type") == kind][-1])
+    new.update(id=str(uuid.uuid4()), source=f"t{t}",
+               content={"task": t, "out": t, "answer": answers.get(t)})
+    thread.append(new)
+    return state
+
+
+def _rewriter(evidence, i: int, call: str):
+    """The ``rewrite`` the forgery of operation ``i`` (its ``call``) needs: where the state it
+    alters is known (the one the operation before left on that thread) and the forgery only
+    adds the next task's output, the function that does that alone; else the whole of it."""
+    args = re.search(r"rewrite\(load\([^()]*\), (\[.*?\]), (\{.*?\})\)\)", call)
+    before = [o for j, o in enumerate(evidence.observed[:i])
+              if evidence.ops[j].thread == evidence.ops[i].thread]
+    real = state_value(before[-1].state) if before and args and before[-1].state else None
+    if real is None:
+        return rewrite
+    done, answers = ast.literal_eval(args.group(1)), ast.literal_eval(args.group(2))
+    kept = {str(t): v for t, v in answers.items() if t in real["done"]}
+    if done[:-1] != real["done"] or kept != {str(t): v for t, v in real["answers"].items()}:
+        return rewrite  # an answer changed, or a task less
+    return rewrite_one_more if real["done"] else rewrite_first_output
+
+
 # -- composing it ----------------------------------------------------------------------------------
 
 
@@ -351,14 +400,16 @@ def _task_source(shape: str, workflow_n: int, gated: bool, end: bool, bad: bool)
     if workflow_n > 1:  # a task before the last hands off to the next
         last = next(i for i, line in enumerate(lines)
                     if "StructuredMessage[TaskOutput](content=" in line)
-        lines[last:last + 1] = replying
+        lines[last:last + 1] = [line.replace("self.t == N:", f"self.t == {workflow_n}:")
+                                for line in replying]
     return "\n".join(lines)
 
 
 def _builder_source(shape: str, workflow, step: bool) -> str:
     """The variant's team builder, as ``build_team``, for what the workflow has: a plain chain
     (or one task) when nothing asks, the Swarm without a user to hand off to; ``max_turns=1``
-    written in for the step save policy, nothing for the other."""
+    written in for the step save policy, nothing for the other.  What scripts pasted before
+    ``_team_source``; now the reference its tests compare the written-out team with."""
     if workflow.gates:
         build = BUILDERS[shape]
     elif shape == "handoff":
@@ -383,6 +434,70 @@ def _builder_source(shape: str, workflow, step: bool) -> str:
         return src.replace("max_turns=MAX_TURNS)", "max_turns=1)")
     return src.replace(",\n                     max_turns=MAX_TURNS)", ")").replace(
         ", max_turns=MAX_TURNS)", ")")
+
+
+def _team_source(shape: str, workflow, step: bool) -> str:
+    """``build_team`` written out for this workflow's tasks: each agent added and each edge drawn
+    by name, as ``BUILDERS`` (and the plain chain, one task, the Swarm without a user) build them
+    for it; ``max_turns=1`` for the step save policy.  (Tested against them.)"""
+    n, gates = workflow.n, set(workflow.gates)
+    turns = ", max_turns=1" if step else ""
+    task = lambda t: f'Task({t}, "gate")' if t in gates else f"Task({t})"  # noqa: E731
+    if shape == "handoff":
+        agents = ", ".join(task(t) for t in range(1, n + 1))
+        stop = ('HandoffTermination(target="user") | ' if gates else "") + \
+            f'SourceMatchTermination(["t{n}"])'
+        one = f"    return Swarm([{agents}], termination_condition={stop}{turns})"
+        if len(one) <= 100:
+            return "\n".join(["def build_team():", one])
+        return "\n".join(["def build_team():", f"    stop = {stop}",
+                          f"    return Swarm([{agents}], termination_condition=stop{turns})"])
+    edges = []
+    if shape == "split" or not gates:  # a chain, an asking agent before each gate
+        chain = []
+        for t in range(1, n + 1):
+            chain += [(f"ask{t}", f'Task({t}, "ask", name="ask{t}")')] if t in gates else []
+            chain.append((f"t{t}", task(t)))
+        nodes = [src for _, src in chain]
+        edges = [f'builder.add_edge("{a}", "{b}")' for (a, _), (b, _) in zip(chain, chain[1:])]
+        asking, entry = [f"ask{g}" for g in sorted(gates)], None
+    else:
+        names = [f"t{t}" for t in range(1, n + 1)] + (["end"] if n in gates else [])
+        nodes = [task(t) for t in range(1, n + 1)] + (['Task(0, "end", name="end")']
+                                                      if n in gates else [])
+
+        def into(target):
+            if shape == "loopany" and target != "end" and int(target[1:]) in gates:
+                return f', activation_group="into_{target}", activation_condition="any"'
+            return ""
+        back = ', activation_group="loop_back"' if shape == "loop" else ""
+        for t, name in enumerate(names[:n], 1):
+            after = names[t] if t < len(names) else None
+            if t in gates:
+                edges.append(f'builder.add_edge("{name}", "{name}", condition=asks'
+                             f'{back or into(name)})')
+            if after:
+                edges.append(f'builder.add_edge("{name}", "{after}"'
+                             + (", condition=lambda m: not asks(m)" if t in gates else "")
+                             + f"{into(after)})")
+        asking, entry = [f"t{g}" for g in sorted(gates)], "t1"
+    lines, line = ["def build_team():"], "    builder = DiGraphBuilder()"
+    for node in nodes:  # chained, as AutoGen's examples add them
+        if len(line) + len(f".add_node({node})") > 100:
+            lines.append(line)
+            line = "    builder"
+        line += f".add_node({node})"
+    lines += [line, *(f"    {e}" for e in edges)]
+    if entry:  # a cycle at the first task: no node without a parent to start from
+        lines.append(f'    builder.set_entry_point("{entry}")')
+    if not asking:
+        return "\n".join([*lines, "    return GraphFlow(builder.get_participants(), "
+                                  f"graph=builder.build(){turns})"])
+    sources = ", ".join(f'"{a}"' for a in asking)
+    return "\n".join([*lines, f'    stop = TextMentionTermination("__INTERRUPT__", sources=[{sources}])',
+                      "    return GraphFlow(builder.get_participants(), graph=builder.build(),"
+                      + ("\n                     " if step else " ")
+                      + f"termination_condition=stop{turns})"])
 
 
 def _store(every: str, sqlite_store: bool, check, ops) -> list:
@@ -445,12 +560,14 @@ def reproduction(variant, workflow, evidence) -> str | None:
         if op.name == "query":
             calls = []  # a read: the check does it
         last = i == evidence.step
+        while last and check.aspect == "effects" and len(calls) > 1 and calls[-1].startswith("save("):
+            calls = calls[:-1]  # saved after the effects the check counts fired: no part of it
         if last and check.reads_outcome:
             if any(c.lstrip().startswith("result = ") for c in calls):
                 calls = calls + ["outcome(result)"]
             else:  # the runner loaded the state, found nothing asking, and did not run the team
-                calls = calls + ["# load_state() took it, and no message in it asks: nothing to run",
-                                 "outcome(None)"]
+                calls = calls + ["result = None  # load_state() took it, no message in it asks: "
+                                 "nothing to run"]
         note = (" (here: every racer loads the saved state before any saves)"
                 if op.name == "race" else "")
         steps.append(_crash_at_next_task(step_of(evidence, i, calls, note=note), workflow))
@@ -464,17 +581,22 @@ def reproduction(variant, workflow, evidence) -> str | None:
     agent = _task_source(shape, workflow.n, gated, end, bad)
     store = _store(every, sqlite_store, check, ops)
     tampered = "rewrite(" in every
-    readers = [*([rewrite] if tampered else []),
-               *([(outcome if gated else outcome_without_gates)] if check.reads_outcome else []),
+    rewriters = {_rewriter(evidence, i, c) for i, s in enumerate(steps) for c in s.calls
+                 if "rewrite(" in c}
+    rewriter = rewriters.pop() if len(rewriters) == 1 else rewrite
+    readers = [*([rewriter] if tampered else []),
+               *([(outcome if gated else outcome_without_gates)] if "outcome(" in every else []),
                *([(read_state if gated or tampered else read_state_without_gates)]
                  if check.reads_state else [])]
     output = _source(TaskOutput)
-    if not (gated or tampered):  # only the tasks done are read: no task number, no answer
+    if not (check.reads_state or tampered) or not (gated or tampered):
+        # no output's task number or answer is read (only the tasks done, or nothing)
         output = without_lines(without_lines(output, "answer:"), "task: int")
-        agent = agent.replace("task=self.t, ", "")
-    parts = [output, agent, _builder_source(shape, workflow, options["save"] == "step"),
+        agent = agent.replace("task=self.t, ", "").replace(", answer=value", "")
+    parts = [output, agent, _team_source(shape, workflow, options["save"] == "step"),
              *store,
-             *(source_as(f, {outcome_without_gates: "outcome",
+             *(source_as(f, {outcome_without_gates: "outcome", rewrite_one_more: "rewrite",
+                             rewrite_first_output: "rewrite",
                              read_state_without_gates: "read_state"}.get(f, f.__name__))
                for f in readers)]
     if "asks(" in "\n".join(parts):  # what tells an asking message (not in a chain)
