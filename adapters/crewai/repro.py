@@ -10,9 +10,10 @@ resume <location>`` picks it (``latest_checkpoint``).
 
 The flow class itself is written per workflow (``flow_class``): one ``@start``/``@listen`` chain,
 a ``@human_feedback`` method before each gated task whose provider pauses durably, every task
-calling ``task_body``.  Each step runs in a fresh ``contextvars`` context, as the case runs each
-operation: ``Flow.from_checkpoint`` and ``Flow.fork`` attach their runtime state to the caller's
-context, and later flows in it would join that state.
+calling ``task_body``.  Where flows checkpoint, each step runs in a fresh ``contextvars``
+context, as the case runs each operation: ``Flow.from_checkpoint`` and ``Flow.fork`` attach
+their runtime state to the caller's context, and later flows in it would join that state (a
+``@persist`` flow records none: its steps run one after the other).
 
 Written for every variant and every operation but tampering (that falls back to the older
 unchecked script, ``repro_legacy.py``).  A twin recovery is written as the recovery of the
@@ -113,7 +114,7 @@ def checkpointing(location, restore_from=None):
                             on_events=["method_execution_finished", "method_execution_paused"])
 
 
-# The script carries one of each pair, as ``checkpoints`` and ``read_checkpoint``.
+# The script carries the backend's one, as ``checkpoints``.
 
 
 def checkpoints_json(location):
@@ -132,18 +133,12 @@ def checkpoints_sqlite(location):
     return [f"{location}#{row[0]}" for row in rows]
 
 
-def read_checkpoint_json(loc):
-    with open(loc) as f:
-        return json.load(f)
+checkpoints = None  # the script's own: one of the two above
 
 
-def read_checkpoint_sqlite(loc):
-    path, checkpoint_id = loc.rsplit("#", 1)
-    sql = "SELECT json(data) FROM checkpoints WHERE id = ?"
-    return json.loads(SQLITE.connect(path).execute(sql, (checkpoint_id,)).fetchone()[0])
-
-
-checkpoints = read_checkpoint = None  # the script's own: one of the pairs above
+def read_checkpoint(loc):
+    """The checkpoint document at ``loc`` (a file, or ``file.db#id``), as its provider reads it."""
+    return json.loads(PROVIDER().from_checkpoint(loc))
 
 
 def latest_checkpoint(location):
@@ -216,53 +211,68 @@ def outcome(result):
 # -- composing it ----------------------------------------------------------------------------------
 
 
-def flow_class(workflow, persist: str | None, crashing: bool) -> str:
+def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = True) -> str:
     """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
     task is a ``@human_feedback`` method that pauses, and the task listening to it.  ``persist``:
     the argument of the class's ``@persist(...)`` (``""``: the registered default), None for
-    none."""
+    none; ``crashing``: the tasks that may die before their effect (a gated one in its gate,
+    before it asks); ``stateful``: the tasks write ``WorkflowState`` (else the flow's state is
+    the bare ``FlowState``, its id, and the tasks are given none)."""
     lines = [f"@persist({persist})"] if persist is not None else []
-    lines += ["class WorkflowFlow(Flow[WorkflowState]):",
+    lines += [f"class WorkflowFlow(Flow[{'WorkflowState' if stateful else 'FlowState'}]):",
               "    _skip_auto_memory = True  # no Memory: it would import lancedb"]
     previous = None
     for t in range(1, workflow.n + 1):
         listen = "@start()" if previous is None else f"@listen({previous})"
         value = "None"
         if t in workflow.gates:
-            crash = [f'        crash_point({t}, "before its effect")'] if crashing else []
+            crash = [f'        crash_point({t}, "before its effect")'] if t in crashing else []
             lines += [f"    {listen}",
                       f'    @human_feedback(message="gate {t}", provider=PendingProvider())',
                       *([f"    def gate_{t}(self):", *crash, f'        return "gate {t}"'] if crash
                         else [f'    def gate_{t}(self): return "gate {t}"'])]
             listen, value = f"@listen(gate_{t})", "self.last_human_feedback.feedback"
-        lines += [f"    {listen}", f"    def task_{t}(self): return task_body(self.state, {t}, {value})"]
+        state = "self.state, " if stateful else ""
+        lines += [f"    {listen}", f"    def task_{t}(self): return task_body({state}{t}, {value})"]
         previous = f"task_{t}"
     return "\n".join(lines)
 
 
 def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
-    """The objects' source; ``checkpoints`` and ``read_checkpoint`` are the backend's pair,
-    ``read_state`` the backend's reader (``done_only``: of the tasks done alone)."""
+    """The objects' source; ``checkpoints`` is the backend's, ``read_state`` the backend's
+    reader (``done_only``: of the tasks done alone).  A SQLite ``checkpoints`` that only a
+    checkpoint the script knows is there is looked for in (no ``read_state``) does not ask
+    whether the file exists."""
     out = []
     for o in objects:
         if o == "read_state":
             kind = "persist" if backend == "persist" else "checkpoint"
             o = globals()[f"read_state_{kind}{'_done' if done_only else ''}"]
             out.append(source_as(o, "read_state"))
-        elif isinstance(o, str):  # checkpoints, read_checkpoint
-            out.append(source_as(globals()[f"{o}_{backend}"], o))
+        elif o == "read_checkpoint":
+            out.append(without_docstring(inspect.getsource(read_checkpoint)))
+        elif o == "checkpoints":
+            src = source_as(globals()[f"checkpoints_{backend}"], "checkpoints")
+            if "read_state" not in objects:
+                src = without_lines(src, "if not os.path.exists", extra=1)
+            out.append(src)
         else:
             out.append(without_docstring(inspect.getsource(o)))
     return "\n".join(out)
 
 
-def _task_body(gates: bool, bad: bool) -> str:
-    """``task_body`` as the trace uses it: without the answer where no task asks for one, the
-    task itself as its result where none writes outside the schema (its crash points are
-    trimmed by ``Script``)."""
+def _task_body(answers: bool, done: bool, bad: bool) -> str:
+    """``task_body`` as the trace uses it: without the answer where nothing reads it (no task
+    asks for one, or the check reads no state), without the state at all where nothing reads
+    the tasks done either (no state check, no value written outside the schema), the task
+    itself as its result where none writes outside the schema (its crash points are trimmed by
+    ``Script``, and by ``reproduction`` where no task may die before its effect)."""
     src = without_docstring(inspect.getsource(task_body))
-    if not gates:
+    if not answers:
         src = without_lines(src, "if value is not None", extra=1)
+    if not done:
+        src = without_lines(src, "if out not in state.done", extra=1)
+        src = src.replace("def task_body(state, t, value):", "def task_body(t, value):", 1)
     if not bad:
         src = re.sub(r"\bout\b", "t", without_lines(src, "out = "))
     return src
@@ -369,6 +379,22 @@ def _joined(calls: list, width: int) -> list:
     return out
 
 
+def _inlined(calls: list, later: str) -> list:
+    """``calls`` without ``ID[...] = flow.state.id`` where only this step reads that id (not
+    ``later``, the steps after it and the check) and ``flow`` stays the same flow: its readers
+    name ``flow.state.id`` itself (a fork's branch answered in the step that forks it)."""
+    out, rest = [], list(calls)
+    while rest:
+        src = rest.pop(0)
+        name, _, value = src.partition(" = ")
+        if (value == "flow.state.id" and name.startswith("ID[") and name not in later
+                and not any(c.startswith("flow = ") for c in rest)):
+            rest = [c.replace(name, value) for c in rest]
+        else:
+            out.append(src)
+    return out
+
+
 def _without_unread(script: str) -> str:
     """``script`` without the glue that keeps what its check does not read: the effects a step
     fired (``before = ...`` and ``fired = ...``) where the check reads the stored state, its
@@ -458,11 +484,15 @@ def reproduction(variant, workflow, evidence) -> str | None:
                         observed=check.observed.replace("; no feedback pending", ""))
     # CrewAI's event bus runs threads that a fork does not copy: a child forked from a process
     # that ran a flow hangs.  So when a step must run in a child (a race, a SIGKILL), every step
-    # does, and the ids they keep go through a file.  Otherwise each step runs in a fresh
-    # context, as the case runs each operation; a script of one step runs in the one it has.
+    # does, and the ids they keep go through a file.  Otherwise, where flows checkpoint, each
+    # step runs in a fresh context, as the case runs each operation: every flow joins the
+    # runtime state of the caller's context (the one its checkpoints record), and a restored
+    # one attaches its own there.  A flow that only persists (@persist) records none of it: its
+    # steps run one after the other, as a user's would; so does a script of one step.
     isolated = any(op.name == "race" or (getattr(op, "crash", None) is not None
                                          and op.crash.kind == "sigkill") for op in ops)
-    fresh = not isolated and sum(op.name != "query" for op in ops) > 1
+    fresh = (not isolated and backend not in ("persist", "custom")
+             and sum(op.name != "query" for op in ops) > 1)
     store = None
     if backend == "custom":
         # A custom store (--store) as its factory's ScriptStore builds it, under @persist()'s
@@ -484,7 +514,12 @@ def reproduction(variant, workflow, evidence) -> str | None:
         # How much of a line the script's glue around a joined call takes: a lambda run in a
         # fresh context, a function's return of its outcome, an observed lambda.
         around = 20 if isolated else 40 if fresh else 43 if observes else 0
-        step_calls = _joined([src for kind, src in entries if kind == "call" or (kind, src) in kept[i]],
+        later = " ".join(src for e in calls[i + 1:] for kind, src in e if kind != "read")
+        if check.reads_state:  # the check reads the last step's read
+            later += " " + " ".join(src for kind, src in (calls[len(ops) - 1] if len(calls) >= len(ops)
+                                                           else ()) if kind == "read")
+        step_calls = _joined(_inlined([src for kind, src in entries
+                                       if kind == "call" or (kind, src) in kept[i]], later),
                              width=100 - around)
         if op.name not in ("query", "race") and not step_calls:
             return None  # the adapter failed before any framework call: nothing to repeat
@@ -502,7 +537,15 @@ def reproduction(variant, workflow, evidence) -> str | None:
                 return None
             check = replace(check, state_src=reads[-1])
     bad = any(s.bad_output is not None for s in steps)
-    crashing = any(s.crash for s in steps)
+    # The state the tasks write is what the check reads, and the field a value outside the
+    # schema goes to: the tasks done (and the answers, where a task asks); none where neither.
+    done = check.reads_state or bad
+    answers = check.reads_state and not done_only
+    # The tasks that may die before their effect: at that moment, or as the one after a task
+    # that dies after it completed (the last task's such death comes once the call returns).
+    crashing = {t for s in steps if s.crash for t in
+                ([s.crash[0]] if s.crash[1] == "before_effect" else
+                 [s.crash[0] + 1] if s.crash[1] == "after_commit" else []) if t <= workflow.n}
     text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
     text += " " + check.state_src
     readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
@@ -523,7 +566,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
             *([f"persistence = {store.recipe.build}()",
                "set_flow_persistence_factory(lambda: persistence)  # what @persist() and pauses use"]
               if store else []),
-            flow_class(workflow, "" if store else built_in, crashing),
+            flow_class(workflow, "" if store else built_in, crashing, stateful=done),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
               if store is None and ("persistence" in text or ("read_state" in readers and not (
                   done_only and backend != "persist"))) else []),
@@ -534,10 +577,12 @@ def reproduction(variant, workflow, evidence) -> str | None:
               if "AT_GATE[" in text else [])]
     needs = pins(evidence, PINNED + (("pysqlite3",) if backend == "sqlite" else ())
                  + (tuple(store.recipe.distributions) if store else ()))
-    state_class = _source(WorkflowState, *([PendingProvider] if workflow.gates else []))
+    state_class = _source(WorkflowState)
     definitions = "\n".join(filter(None, [  # no readers: no blank line
-        state_class if workflow.gates else without_lines(state_class, "answers:"),
-        _task_body(bool(workflow.gates), bad),
+        (state_class if answers else without_lines(state_class, "answers:")) if done else "",
+        _source(PendingProvider) if workflow.gates else "",
+        _task_body(answers, done, bad) if crashing else
+        without_lines(_task_body(answers, done, bad), 'crash_point(t, "before its effect")'),
         _source(*readers, backend=backend, done_only=done_only),
         store.source if store else ""]))
     description = variant.description
