@@ -399,8 +399,9 @@ class Adapter:
     def cleanup(self, variant: Variant, workdir: Path) -> None:
         """Release what a case stored outside ``workdir`` (a PostgreSQL database, say).
 
-        Called by the engine in a short-lived worker after the case ends, also when the case's
-        worker was killed and never reached ``Case.close``.  Must be idempotent."""
+        Called by the engine in a worker after the case ends: the case's own worker, after
+        ``Case.close``, when it closes normally; a short-lived one otherwise (the case's worker
+        was killed and never reached ``Case.close``, or did not close).  Must be idempotent."""
 
     def use_store(self, factory_path: str) -> None:
         """Bring your own store: run every case on the store ``factory_path``

@@ -43,9 +43,10 @@ def rows(corpus: Path) -> dict:
         target = entry["target"] + (" (stores)" if "store-factory" in entry.get("versions", {})
                                     else "")
         script = (entry.get("finding") or {}).get("script") or {}
-        row = out.setdefault(target, {"entries": 0, "checked": 0, "reproduce": 0,
-                                               "always": 0, "soft": [], "hard": [],
-                                               "missing": {"FAILED": 0, "FIXED": 0}})
+        row = out.setdefault(target, {"entries": 0, "checked": 0, "reproduce": 0, "failed": 0,
+                                      "fixed": 0, "fixed_quiet": 0, "always": 0,
+                                      "soft": [], "hard": [],
+                                      "missing": {"FAILED": 0, "FIXED": 0}})
         row["entries"] += 1
         if not script.get("checked"):
             # A FIXED entry's recorded observation is one the contract allows: no aspect of it
@@ -54,8 +55,15 @@ def rows(corpus: Path) -> dict:
             continue
         row["checked"] += 1
         k, n = script.get("reproduced", 0), script.get("runs", 0)
-        row["reproduce"] += k > 0
-        row["always"] += n > 0 and k == n
+        # A FIXED entry's replay matches the reference now: its script, which checks the
+        # recorded defect, should exit 0 (k = 0); a FAILED one's should show it (k > 0).
+        if entry.get("status") == "FIXED":
+            row["fixed"] += 1
+            row["fixed_quiet"] += n > 0 and k == 0
+        else:
+            row["failed"] += 1
+            row["reproduce"] += k > 0
+            row["always"] += n > 0 and k == n
         row["hard" if is_hard(entry) else "soft"].append(script["lines"])
     return out
 
@@ -66,7 +74,8 @@ def _median(xs: list) -> str:
 
 def table(out: dict) -> str:
     lines = ["| framework | entries | checked scripts | without one: FAILED, FIXED "
-             "| reproduce (k>0) | all k=n | median lines "
+             "| FAILED: reproduce (k>0) / checked, all k=n | FIXED: exit 0 (k=0) / checked "
+             "| median lines "
              f"| without SIGKILL/race/twin: median, <= {SOFT_LIMIT} "
              f"| with: median, <= {HARD_LIMIT} |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -75,7 +84,8 @@ def table(out: dict) -> str:
         lines.append(
             f"| {target} | {r['entries']} | {r['checked']} "
             f"| {r['missing']['FAILED']}, {r['missing']['FIXED']} "
-            f"| {r['reproduce']} | {r['always']} "
+            f"| {r['reproduce']}/{r['failed']}, {r['always']} "
+            f"| {r['fixed_quiet']}/{r['fixed']} "
             f"| {_median(soft + hard)} "
             f"| {_median(soft)}, {sum(x <= SOFT_LIMIT for x in soft)}/{len(soft)} "
             f"| {_median(hard)}, {sum(x <= HARD_LIMIT for x in hard)}/{len(hard)} |")

@@ -4,7 +4,16 @@
 ``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
 parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
 ``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
-rows the ledger holds for this op, and the state ``query`` reads afterwards.
+rows the ledger holds for this op, and the state ``query`` reads afterwards (the worker reads it
+right after the op and sends it unasked: one round trip per op).
+
+The session keeps one *spare* worker, forked while the parent waits for another worker (an op
+running, a case closing): the next case, or the recovery after a SIGKILL, takes it instead of
+forking on its way.  A worker gets its case (``Open``) when it is taken and opens the store only
+on its first command, so a spare taken after a kill has never read the store before the kill
+(it is sent only once the killed worker is dead and reaped).  A worker that closes normally runs
+the adapter's ``cleanup`` and removes the case's directory itself, after answering ``Closed``;
+its exit is not waited for (``_reap``).
 
 Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pre-imported parent
 starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
@@ -24,6 +33,7 @@ import shutil
 import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +99,11 @@ class Session:
         self.root = Path(root) if root is not None else lifetime.make_root()
         self.root.mkdir(parents=True, exist_ok=True)
         self._cases = 0
+        # A worker forked ahead of its case (``fork`` mode only), while the parent waits for
+        # another worker anyway: the next case, or the recovery after a SIGKILL, takes it
+        # instead of forking on its critical path.  A list, so the finalizer holds it, not us.
+        self._spare: list[_Worker] = []
+        weakref.finalize(self, _drop_spares, self._spare)
 
     def op_time(self) -> float:
         """Seconds the next wait may take: the op time limit, capped by the time left.
@@ -120,9 +135,38 @@ class Session:
         return min(self.settings.op_timeout, max(1.0, left))
 
     def close(self) -> None:
-        """Remove the session's temp folder (unless ``keep_cases``, or the caller gave one)."""
+        """Stop the spare worker; remove the session's temp folder (unless ``keep_cases``, or
+        the caller gave one)."""
+        _drop_spares(self._spare)
+        _reap(self.grace())
         if self._own_root and not self.settings.keep_cases:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def fork_spare(self) -> None:
+        """Fork the spare worker, unless there is one (``fork`` mode only): called while the
+        parent waits for a worker anyway (its op, its close), so the fork is off the case's
+        critical path.  A spare is only a head start: a fork that fails here is not an error
+        (the next worker is forked when it is needed, and fails there if it must)."""
+        if self.settings.mode != "fork" or (self._spare and self._spare[0].alive()):
+            return
+        _drop_spares(self._spare)
+        try:
+            self._spare.append(_Worker(self))
+        except OSError:
+            pass
+
+    def worker(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> _Worker:
+        """A worker for the case on ``workdir``: the spare if there is one, else a new one."""
+        while self._spare:
+            spare = self._spare.pop()
+            if spare.alive():
+                try:
+                    spare.adopt(workflow, workdir, ledger_path)
+                    return spare
+                except OSError:
+                    pass
+            spare.kill()  # it died idle: a new one
+        return _Worker(self, workflow, workdir, ledger_path)
 
     def __enter__(self) -> Session:
         return self
@@ -137,25 +181,51 @@ class Session:
 
 
 class _Worker:
-    """A forked child that opened the case on ``workdir`` and serves commands over a pipe."""
+    """A forked child that serves commands on the case on ``workdir`` over a pipe
+    (``fuzz.internal.worker.serve``); it opens the case on its first command.  Without a
+    workflow: a spare, waiting for the case ``adopt`` gives it."""
 
-    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path):
+    def __init__(self, session: Session, workflow: Workflow | None = None,
+                 workdir: Path | None = None, ledger_path: Path | None = None):
         ctx = _contexts[session.settings.mode]
         self.conn, child_conn = ctx.Pipe()
-        self.process = _start(ctx, _serve, child_conn, session.adapter, session.variant, workflow,
-                              workdir, ledger_path, ctx is not _ctx)
+        self.process = _start(ctx, _serve, child_conn, session.adapter, session.variant,
+                              ctx is not _ctx)
         child_conn.close()
         self.pid = self.process.pid
-        self.exitcode = None  # set once killed: the process object is released then
+        self.exitcode = None  # set once killed or closed: the process is released then
+        self.owed = 0  # replies the worker sends unasked (``messages.follows``), not read yet
+        if workflow is not None:
+            self.adopt(workflow, workdir, ledger_path)
 
-    def call(self, message, timeout: float):
+    def adopt(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> None:
+        """Give the worker its case (``OSError``: it is gone)."""
+        self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
+                              ledger_path=str(ledger_path)))
+
+    def call(self, message, timeout: float, meanwhile=None):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
         ``("killed", None)`` when the worker hit a sigkill barrier (and was killed here),
-        ``("died", None)`` or ``("timeout", None)``."""
+        ``("died", None)`` or ``("timeout", None)``.  ``meanwhile``: called once the command is
+        sent, before the wait (which it does not shorten)."""
+        while self.owed:  # a follow-up the runner did not read (it raised first): drop it
+            status, _ = self.owed_reply(timeout)
+            if status != "reply":
+                return (status, None)
         try:
             self.conn.send(message)
         except (BrokenPipeError, OSError):
             return ("died", None)
+        if meanwhile is not None:
+            meanwhile()
+        status, reply = self.wait(timeout)
+        if status == "reply" and m.follows(message, reply):
+            self.owed += 1
+        return status, reply
+
+    def owed_reply(self, timeout: float):
+        """The reply the worker sends unasked after the last command (its query), as ``call``."""
+        self.owed -= 1
         return self.wait(timeout)
 
     def wait(self, timeout: float):
@@ -197,14 +267,47 @@ class _Worker:
         self.exitcode = self.process.exitcode
         _release(self.process)
 
-    def stop(self, timeout: float) -> None:
+    def stop(self, timeout: float, cleanup: bool = False, meanwhile=None,
+             remove: Path | None = None) -> bool:
+        """Close the worker; ``cleanup``: it runs the adapter's cleanup after closing the case;
+        ``remove``: it removes that directory after answering.  Returns whether it answered
+        ``Closed`` (having done both).  Then nothing of the case is in use: its exit is left to
+        finish on its own (``_reap``); otherwise it is killed (and joined).  ``meanwhile``:
+        called once ``Close`` is sent, before the wait."""
         if self.alive():
             try:
-                self.conn.send(m.Close())
-                self.process.join(timeout)
+                self.conn.send(m.Close(cleanup=cleanup,
+                                       remove=None if remove is None else str(remove)))
             except (BrokenPipeError, OSError):
                 pass
+            else:
+                if meanwhile is not None:
+                    meanwhile()
+                if self._closed(timeout):
+                    self.conn.close()
+                    self.exitcode = 0
+                    _exiting.append(self.process)
+                    return True
         self.kill()
+        return False
+
+    def _closed(self, timeout: float) -> bool:
+        """Did the worker answer ``Closed`` within ``timeout``?  No stop checkpoint here: this
+        is the cleanup a stop request runs."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            ready = connection.wait([self.conn, self.process.sentinel], remaining)
+            if self.conn in ready:
+                try:
+                    message = self.conn.recv()
+                except (EOFError, OSError):
+                    return False
+                if isinstance(message, m.Closed):
+                    return True
+                continue  # a reply it sent unasked that was never read
+            if ready:
+                return False  # it exited without closing
+        return False
 
 
 class _LocalWorker:
@@ -219,24 +322,39 @@ class _LocalWorker:
         self.case = session.adapter.open(session.variant, workflow, Path(workdir))
         self.roots = roots_of(session.adapter)
         self._open = True
+        self._follow: list = []  # the query a worker would send unasked: run when it is read
 
-    def call(self, message, timeout: float):
+    @property
+    def owed(self) -> int:
+        return len(self._follow)
+
+    def call(self, message, timeout: float, meanwhile=None):
         if isinstance(message, m.Close):
             self.stop(0)
             return ("died", None)
-        return ("reply", _handle(self.case, self.ledger, message, roots=self.roots))
+        self._follow.clear()
+        reply = _handle(self.case, self.ledger, message, roots=self.roots)
+        if m.follows(message, reply):
+            self._follow.append(m.QueryCommand(message.query))
+        return ("reply", reply)
+
+    def owed_reply(self, timeout: float):
+        return ("reply", _handle(self.case, self.ledger, self._follow.pop(), roots=self.roots))
 
     def alive(self) -> bool:
         return self._open
 
-    def stop(self, timeout: float) -> None:
+    def stop(self, timeout: float, cleanup: bool = False, meanwhile=None,
+             remove: Path | None = None) -> bool:
         if self._open:
             self._open = False
             self.case.close()
             if self._own_ledger:
                 self.ledger.close()
+        return False  # in process, the runner cleans up and removes itself
 
-    kill = stop
+    def kill(self) -> None:
+        self.stop(0)
 
 
 class CaseRunner:
@@ -260,12 +378,17 @@ class CaseRunner:
         return self.session.op_time()
 
     def _worker(self, workdir: Path | None = None) -> _Worker:
-        make = _LocalWorker if self.session.settings.mode == "inprocess" else _Worker
-        lend = {"ledger": self.ledger} if make is _LocalWorker else {}
+        if self.session.settings.mode == "inprocess":
+            def make(where):
+                return _LocalWorker(self.session, self.workflow, where, self.ledger_path,
+                                    ledger=self.ledger)
+        else:
+            def make(where):
+                return self.session.worker(self.workflow, where, self.ledger_path)
         if workdir is not None:
-            return make(self.session, self.workflow, workdir, self.ledger_path, **lend)
+            return make(workdir)
         if self.worker is None or not self.worker.alive():
-            self.worker = make(self.session, self.workflow, self.workdir, self.ledger_path, **lend)
+            self.worker = make(self.workdir)
         return self.worker
 
     # -- the operations -----------------------------------------------------------------------
@@ -287,8 +410,10 @@ class CaseRunner:
 
     def _apply(self, op: Op) -> Observation:
         self.seq += 1
+        worker = None  # the worker that reads the state after ``op`` unasked, if one does
         if op.executes:
-            ended = self._run(self._worker(), op, self.seq, _branch(op))
+            worker = self._worker()
+            ended = self._run(worker, op, self.seq, _branch(op), query=_branch(op))
         elif isinstance(op, Race):
             ended = self._race(op)
         elif isinstance(op, TwinRecover):
@@ -299,16 +424,25 @@ class CaseRunner:
                 return Observation("rejected", self._effects(), state, error=error)
             return Observation("ok", self._effects(), state)
         elif op.name == "tamper":
-            self._command(self._worker(), m.TamperCommand(op.thread, op.how, op.part), op)
+            worker = self._worker()
+            self._command(worker, m.TamperCommand(op.thread, op.how, op.part, query=op.thread), op)
             ended = m.RacerOutcome(0, "ok")
         else:  # pragma: no cover - op_from_json only makes the types above
             raise EngineError(f"unknown operation {op!r}")
-        state, _ = self._query(self._worker(), _branch(op))
+        if worker is not None and worker.owed:
+            state, _ = self._query(worker, _branch(op), owed=True)
+        else:
+            state, _ = self._query(self._worker(), _branch(op))
         return Observation(ended.outcome, self._effects(), state, error=ended.error)
 
-    def _run(self, worker: _Worker, op: Op, seq: int, branch: str) -> m.RacerOutcome:
-        command = m.RunCommand(op=op.to_json(), seq=seq, branch=branch)
-        status, reply = worker.call(command, self.timeout)
+    def _run(self, worker: _Worker, op: Op, seq: int, branch: str,
+             query: str | None = None) -> m.RacerOutcome:
+        command = m.RunCommand(op=op.to_json(), seq=seq, branch=branch, query=query)
+        # While the op runs, the session's spare is forked (unless it has one): it reads the
+        # state and recovers if a SIGKILL ends this op (opening the store only on its first
+        # command, sent once the killed worker is dead), or serves the next case.
+        meanwhile = self.session.fork_spare if worker is self.worker else None
+        status, reply = worker.call(command, self.timeout, meanwhile)
         return self._outcome(worker, status, reply, op, seq, branch)
 
     def _outcome(self, worker, status, reply: m.Reply | None, op: Op, seq: int, branch: str,
@@ -356,22 +490,28 @@ class CaseRunner:
             return ""
         return "; its last output:\n" + data.decode("utf-8", "replace") if data else ""
 
-    def _query(self, worker: _Worker, thread: str):
+    def _query(self, worker: _Worker, thread: str, owed: bool = False):
         """``(state, None)``, or ``(None, error)`` when the query was refused or not answered;
-        ``HarnessFailure`` when the adapter's query failed."""
+        ``HarnessFailure`` when the adapter's query failed.  ``owed``: the worker sends this
+        query's reply unasked, after the op's (``messages.follows``)."""
         op = Query(thread)
-        reply = self._command(worker, m.QueryCommand(thread), op, refusals=True)
+        reply = self._command(worker, m.QueryCommand(thread), op, refusals=True, owed=owed)
         if reply is None:
             return None, "the worker did not answer the query"
         if reply.kind == m.REJECTED:
             return None, reply.error
         return StateView.from_json(reply.value), None
 
-    def _command(self, worker: _Worker, message, op: Op, refusals: bool = False):
+    def _command(self, worker: _Worker, message, op: Op, refusals: bool = False,
+                 owed: bool = False):
         """A query, tamper or clone: its ``Reply`` (``None`` when the worker did not answer).
         A failure of the adapter is a ``HarnessFailure``; so is a refusal, unless ``refusals``
-        (a query may be refused: a store the framework cannot read)."""
-        status, reply = worker.call(message, self.timeout)
+        (a query may be refused: a store the framework cannot read).  ``owed``: read the reply
+        the worker sends unasked instead of sending ``message``."""
+        if owed:
+            status, reply = worker.owed_reply(self.timeout)
+        else:
+            status, reply = worker.call(message, self.timeout)
         if status == "timeout" and self.session.out_of_time():
             raise OutOfTime()
         if status != "reply":
@@ -451,16 +591,24 @@ class CaseRunner:
                 twin_worker = self._worker(twin_dir)
             twin_state, _ = self._query(twin_worker, op.thread)
         finally:
-            twin_worker.stop(1)
-            self._cleanup(twin_dir)
+            cleanup = self._needs_cleanup()
+            if not twin_worker.stop(self.session.grace() if cleanup else 1, cleanup=cleanup):
+                self._cleanup(twin_dir)  # it did not close normally (and clean up)
         state, _ = self._query(self._worker(), op.thread)
         twin = Observation(second.outcome, self._effects(twin=True), twin_state, error=second.error)
         return Observation(main.outcome, self._effects(twin=False), state, twin, error=main.error)
 
+    def _needs_cleanup(self) -> bool:
+        """Should a worker that closes normally run the adapter's cleanup itself?  (Saves the
+        short-lived worker ``_cleanup`` forks, ~40-90 ms a case; ``inprocess``: no worker.)"""
+        return type(self.session.adapter).cleanup is not Adapter.cleanup \
+            and self.session.settings.mode != "inprocess"
+
     def _cleanup(self, workdir: Path) -> None:
         """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent,
         which forks workers, unless the session runs ``inprocess``: the framework runs here
-        already, and the fork cost ~73 ms a case)."""
+        already, and the fork cost ~73 ms a case).  Called when no worker of ``workdir``
+        closed normally and ran it (``_Worker.stop(cleanup=True)``)."""
         if type(self.session.adapter).cleanup is Adapter.cleanup:
             return  # nothing to clean outside the directory: spare the fork
         if self.session.settings.mode == "inprocess":
@@ -474,12 +622,20 @@ class CaseRunner:
         _release(process)
 
     def close(self) -> None:
+        """Close the case: its worker closes the case, cleans up and removes the case's
+        directory on its way out (after answering ``Closed``); when it cannot (killed, or it
+        did not answer), the cleanup and the removal are done here."""
+        self.ledger.close()  # nothing reads it any more; closed before the directory goes
+        remove = None if self.session.settings.keep_cases else self.casedir
+        closed = False
         if self.worker is not None:
-            self.worker.stop(self.session.grace())
-        self.ledger.close()
-        self._cleanup(self.workdir)
-        if not self.session.settings.keep_cases:
-            shutil.rmtree(self.casedir, ignore_errors=True)
+            # While it closes, the next case's worker is forked (unless the session has one).
+            closed = self.worker.stop(self.session.grace(), cleanup=self._needs_cleanup(),
+                                      meanwhile=self.session.fork_spare, remove=remove)
+        if not closed:
+            self._cleanup(self.workdir)
+            if remove is not None:
+                shutil.rmtree(remove, ignore_errors=True)
 
 
 def _branch(op: Op) -> str:
@@ -499,11 +655,36 @@ def _joined(ended: list) -> m.RacerOutcome:
 
 def _start(ctx, target, *args):
     """Start a child that dies with this process (``fuzz.internal.lifetime``)."""
+    _reap()
     forked = ctx is _ctx
     read = lifetime.lifeline()[0] if forked else None  # a spawned child inherits no pipe
     process = ctx.Process(target=_child, args=(os.getpid(), read, target, *args), daemon=True)
     process.start()
     return process
+
+
+_exiting: list = []  # processes of workers that answered ``Closed``, not reaped yet
+
+
+def _reap(wait: float | None = None) -> None:
+    """Release the closed workers that have exited; ``wait``: join each for up to that long
+    first, and kill one still there after it."""
+    for process in list(_exiting):
+        if wait is not None and process.exitcode is None:
+            process.join(wait)
+            if process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
+                process.join(5)
+        if process.exitcode is not None:
+            _exiting.remove(process)
+            _release(process)
+
+
+def _drop_spares(spares: list) -> None:
+    """Stop the session's unused spare workers (they never had a case)."""
+    while spares:
+        spare = spares.pop()
+        spare.stop(1.0)
 
 
 def _release(process) -> None:

@@ -156,6 +156,10 @@ class LangGraphAdapter(Adapter):
             import psycopg  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
+        # The case's own modules too (driver, stores, tamper, the script toolkit): imported
+        # here once, not in every forked worker's first ``open`` (50-60 ms a worker from .pyc
+        # files, ~180 ms without them, of a SIGKILL case's ~150 ms).  Importing runs nothing.
+        from . import case  # noqa: F401
         if self._store is not None:
             self.store_probe()  # a broken factory fails here, in one line, before any case
 

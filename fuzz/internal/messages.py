@@ -1,9 +1,9 @@
 """The messages between the runner (parent) and its workers, one frozen dataclass per kind.
 
 They cross the worker's pipe pickled (``multiprocess``); operations travel as their JSON
-documents, so a message holds plain data only.  Parent -> worker: the commands and ``Go``.
-Worker -> parent: ``Barrier`` (a sigkill crash point, or a race's start/read barrier) and
-``Reply``.
+documents, so a message holds plain data only.  Parent -> worker: ``Open`` (first), the
+commands, ``Go`` and ``Close``.  Worker -> parent: ``Barrier`` (a sigkill crash point, or a
+race's start/read barrier), ``Reply`` and ``Closed``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ SIGKILL = "sigkill"  # Barrier.name of a sigkill crash point: the worker waits t
 
 
 @dataclass(frozen=True, kw_only=True)
+class Open:
+    """A worker's first message: its case (the workflow, the store's ``workdir``, the case's
+    ledger).  It opens the case itself on the first command after it, never before."""
+
+    workflow: object
+    workdir: str
+    ledger_path: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunCommand:
     """Run one executing operation (its JSON document) as op ``seq`` on ``branch``."""
 
@@ -27,6 +37,9 @@ class RunCommand:
     seq: int
     branch: str
     racer: int = 0
+    # The thread to read right after, unasked (``follows``): the runner's next command would
+    # be that query, so one round trip less per operation.  None: no read.
+    query: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +63,7 @@ class TamperCommand:
     thread: str
     how: str
     part: str | None = None  # a forged edit of one stored part (``Tamper.part``)
+    query: str | None = None  # as ``RunCommand.query``
 
 
 @dataclass(frozen=True)
@@ -59,7 +73,20 @@ class CloneCommand:
 
 @dataclass(frozen=True)
 class Close:
-    """End the worker's loop (it closes the case)."""
+    """End the worker's loop (it closes the case, then answers ``Closed``).  ``cleanup``: also
+    run the adapter's ``cleanup`` for the worker's workdir after closing the case, in this
+    worker, which saves the runner a short-lived one; ``Closed`` says that it succeeded."""
+
+    cleanup: bool = False
+    # A directory to remove after ``Closed`` is sent (the case's own, which the runner no
+    # longer uses): the removal is the exiting worker's, not on the runner's way to its next case.
+    remove: str | None = None
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The worker closed its case (and cleaned up, when asked) without an error; it exits
+    right after: nothing of the case is in use any more."""
 
 
 @dataclass(frozen=True)
@@ -98,3 +125,16 @@ class RacerOutcome:
     racer: int
     outcome: str
     error: str | None = None
+
+
+def follows(command, reply: Reply) -> bool:
+    """Does the worker read ``command.query`` right after answering ``command`` with ``reply``,
+    and send that query's ``Reply`` as a second message?  Exactly when the runner goes on to
+    read the state: after a run that did not fail the harness, after a tamper that succeeded
+    (the runner raises ``HarnessFailure`` on the others).  A worker that dies or hangs in that
+    query is seen as it was when the query was a command of its own: on the query, not the op."""
+    if getattr(command, "query", None) is None:
+        return False
+    if isinstance(command, RunCommand):
+        return reply.kind != HARNESS
+    return isinstance(command, TamperCommand) and reply.kind == OK

@@ -1,21 +1,25 @@
 """The worker side of the runner: the loop a forked (or spawned) worker serves commands with.
 
-Commands (``fuzz/internal/messages.py``) arrive over the worker's pipe: ``RunCommand`` (an
-executing operation), ``QueryCommand``, ``TamperCommand``, ``CloneCommand``, ``RaceCommand``
-(one racer's resume, between start and read barriers) and ``Close``.  A ``sigkill`` crash point
-sends ``Barrier("sigkill")`` and waits for an answer that never comes: the parent kills the
-worker.  Every exception from the adapter becomes a ``Reply``, never a crash of the worker: a
-refusal of the framework (``rejected``, with its exception) or a failure of the harness
-(``harness``, with the adapter's traceback), told apart by ``blame.py``.
+Commands (``fuzz/internal/messages.py``) arrive over the worker's pipe, after the ``Open`` that
+gives the worker its case: ``RunCommand`` (an executing operation), ``QueryCommand``,
+``TamperCommand``, ``CloneCommand``, ``RaceCommand`` (one racer's resume, between start and
+read barriers) and ``Close``.  A run or tamper may name the thread to read after it: the worker
+sends that query's ``Reply`` after the command's, unasked (``messages.follows``).  A ``sigkill``
+crash point sends ``Barrier("sigkill")`` and waits for an answer that never comes: the parent
+kills the worker.  Every exception from the adapter becomes a ``Reply``, never a crash of the
+worker: a refusal of the framework (``rejected``, with its exception) or a failure of the
+harness (``harness``, with the adapter's traceback), told apart by ``blame.py``.
 
-The worker's fds 1 and 2 go to a file next to the case's ledger (``worker-<pid>.out``) for its
-whole life: frameworks print and log (from their own threads too), and a campaign's terminal must
-not drown in it.  Each reply carries the last ``OUTPUT_LIMIT`` bytes written during its command.
+From ``Open`` on, the worker's fds 1 and 2 go to a file next to the case's ledger
+(``worker-<pid>.out``) for the rest of its life: frameworks print and log (from their own
+threads too), and a campaign's terminal must not drown in it.  Each reply carries the last
+``OUTPUT_LIMIT`` bytes written during its command.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -31,11 +35,26 @@ TWIN = "~twin"  # the branch label suffix of a twin copy's effects
 OUTPUT_LIMIT = 4096  # bytes of a command's output kept for the runner's log
 
 
-def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
-    """The worker's loop: open the case, then serve commands until told to close.
+def serve(conn, adapter, variant, fresh=False):
+    """The worker's loop: wait for its case (``Open``), then serve commands until ``Close``.
+
+    A worker may be forked ahead of its case (a spare, ``Session.fork_spare``): it waits for
+    ``Open`` with nothing of any case set up.  It opens the case on the first command after
+    ``Open``, never before: a spare taken after another worker of the same store was killed at
+    a sigkill crash point gets its first command only once that worker is dead, and must not
+    have read the store before.
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
+    given = conn.recv()
+    if isinstance(given, m.Close):  # a spare that was never given a case
+        conn.send(m.Closed())
+        return
+    _serve_case(conn, adapter, variant, given, fresh)
+
+
+def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> None:
+    workflow, workdir, ledger_path = given.workflow, Path(given.workdir), given.ledger_path
     output = Output(output_path(ledger_path, os.getpid()))
     if fresh:
         from ..targets import prepare
@@ -43,7 +62,7 @@ def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
         prepare(adapter)
     ledger = Ledger(ledger_path)
     roots = roots_of(adapter)
-    case = adapter.open(variant, workflow, Path(workdir))
+    case, close = None, None
 
     def barrier():
         conn.send(m.Barrier(m.SIGKILL))
@@ -53,7 +72,10 @@ def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
         while True:
             message = conn.recv()
             if isinstance(message, m.Close):
+                close = message
                 break
+            if case is None:
+                case = adapter.open(variant, workflow, workdir)
             if isinstance(message, m.RaceCommand):
                 conn.send(m.Barrier("opened"))
                 conn.recv()  # Go
@@ -67,12 +89,24 @@ def serve(conn, adapter, variant, workflow, workdir, ledger_path, fresh=False):
                 conn.send(output.around(lambda: _run_op(
                     case, run, ledger, barrier, roots, ready if message.forced else None)))
                 break
-            conn.send(output.around(lambda: handle(case, ledger, message, barrier, roots)))
+            reply = output.around(lambda: handle(case, ledger, message, barrier, roots))
+            conn.send(reply)
+            if m.follows(message, reply):  # the query the runner would send next
+                query = m.QueryCommand(message.query)
+                conn.send(output.around(lambda: handle(case, ledger, query, barrier, roots)))
     finally:
         try:
-            case.close()
+            if case is not None:
+                case.close()
         finally:
             ledger.close()
+            if close is not None and close.cleanup:  # after Case.close, as a short-lived
+                cleanup(adapter, variant, workdir)  # worker of the runner's would
+    if close is not None:  # closed, and cleaned up if asked, without an error
+        _flush()
+        conn.send(m.Closed())
+        if close.remove is not None:
+            shutil.rmtree(close.remove, ignore_errors=True)
 
 
 def output_path(ledger_path, pid: int) -> Path:
