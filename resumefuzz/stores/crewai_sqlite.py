@@ -50,3 +50,4 @@ def sqlite_persistence(ctx: StoreContext) -> StoreHandle:
 
 sqlite_persistence.store_name = "crewaisqlite"
 sqlite_persistence.store_distribution = "crewai"
+sqlite_persistence.store_script = "resumefuzz.stores.scripts.crewai_sqlite:SCRIPT"  # its scripts' store
