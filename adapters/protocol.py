@@ -589,6 +589,12 @@ class ScriptStore:
     distributions: tuple = ()
     close: tuple = ()
 
+    @property
+    def builder(self):
+        """The function of ``functions`` named ``build`` (``storefactory.script_of`` checks it
+        is there)."""
+        return next(f for f in self.functions if f.__name__ == self.build)
+
 
 # =================================================================================================
 # Helpers for adapter authors.

@@ -400,7 +400,7 @@ def saver_for(options, forced: bool) -> Saver | None:
     if recipe is None:
         return None
     stdlib, imports, source = store_parts(recipe)
-    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    build = recipe.builder
     awaited = inspect.iscoroutinefunction(build)
     call = (lambda arg="": f"run({recipe.build}({arg}))") if awaited else \
         (lambda arg="": f"{recipe.build}({arg})")

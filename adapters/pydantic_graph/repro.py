@@ -273,7 +273,7 @@ def _store_calls(calls: list, recipe, *, per_run: bool) -> list | None:
     tamper the recipe's function of that name; in a script with several runs, each run's
     directory chosen first.  ``None``: a tamper the recipe does not write."""
     typed = any(".load" in c for c in calls)
-    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    build = recipe.builder
     opened = f"{'await ' if inspect.iscoroutinefunction(build) else ''}{recipe.build}()"
     out = []
     for c in calls:

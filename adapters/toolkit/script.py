@@ -434,7 +434,7 @@ def store_parts(recipe) -> tuple[tuple, tuple, str]:
 def store_class(recipe) -> str:
     """The name of the class a ``ScriptStore``'s ``build`` function instantiates by default (its
     ``cls`` parameter): what a forced race subclasses."""
-    build = next(f for f in recipe.functions if f.__name__ == recipe.build)
+    build = recipe.builder
     return inspect.signature(build).parameters["cls"].default.__name__
 
 
