@@ -481,19 +481,20 @@ def _print_replays(args, results) -> None:
 
 
 def _record_status(path, status: str, statuses) -> None:
-    """Write the replayed status into the entry (a timing-dependent entry keeps its own while
-    it still comes up at all)."""
+    """Write the replayed status into the entry (a timing-dependent finding stays FAILED while it
+    still comes up at all; a FIXED entry whose finding came back in any trial is FAILED again: a
+    finding that came back k of n > 0 times is a finding)."""
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
     recorded = trace.status or "FAILED"
-    if recorded in statuses or status == recorded:
+    if status == recorded or (recorded in statuses and (recorded, status) != ("FIXED", "FAILED")):
         return
     dump_trace(trace.with_(status=status), path)
 
 
 def _mark_timing(path, statuses) -> None:
-    """Record, in the entry's finding, the rate at which its recorded status came back
+    """Record, in the entry's finding, the rate at which its finding came back
     (``reproduced: {"k", "n"}``), pooled with the rate it already has: the regression test then
     replays it in trials.  An entry without a rate that came back every time, or never, is left
     as it is (``--update`` records the latter)."""
@@ -501,7 +502,10 @@ def _mark_timing(path, statuses) -> None:
 
     trace = load_trace(path)
     recorded = trace.status or "FAILED"
-    again = statuses.count(recorded)
+    # The rate is the finding's, whatever the entry's status: a FIXED entry's ``reproduced`` says
+    # how often its finding still came back (the fix's rate is (n - k) / n, README "Tests and
+    # environments"), so its FAILED trials are the ones counted.
+    again = statuses.count("FAILED" if recorded == "FIXED" else recorded)
     if trace.finding is None:
         return
     before = trace.finding.reproduced

@@ -250,6 +250,8 @@ def expressible(caps) -> Callable:
         if isinstance(op, Tamper) and (op.how not in caps.tamper_hows or (
                 op.part is not None and op.part.split(":", 1)[0] not in caps.forge_parts)):
             return False
+        if isinstance(op, Race) and op.forced and not caps.forced_race:
+            return False  # the store cannot hold the racers' reads: it would run free
         return not isinstance(op, Race) or len(op.values) <= caps.max_racers
 
     return admit
@@ -577,7 +579,8 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
 
     ``rate``: the measured rate of a timing-dependent finding; when it is ``None`` and the trace
     is timing-dependent (``timing_dependent``), the original is measured first (``TRIALS`` runs).
-    ``caps``: the target variant's ``Capabilities``; given, the ``known_exposures`` pass runs
+    ``caps``: the target variant's ``Capabilities``; given, a candidate it cannot express
+    (``expressible``) is never run, and the ``known_exposures`` pass runs
     after ``drop_blocks``: the category's own short exposures, restricted to the operations the
     variant can express and the original trace uses (``mechanism_caps``), so that a finding is
     never traded for another defect of the same category.
@@ -594,6 +597,7 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
             result.seconds = round(time.monotonic() - started, 2)
             return result
     cache: dict = {key_of(trace.workflow, trace.operations): "original"}
+    express = expressible(caps) if caps is not None else None
     if caps is not None and goal[0] in MUTANTS and drop_blocks in passes:
         at = passes.index(drop_blocks) + 1
         passes = passes[:at] + (known_exposures(
@@ -604,7 +608,9 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
         if key in cache:
             result.cached += 1
             return None if cache[key] == "original" else cache[key]
-        if not admissible(workflow, ops):
+        # A candidate the variant cannot express (a race made forced on a store that cannot
+        # hold its racers' reads) would run as something else than the trace says.
+        if not admissible(workflow, ops) or (express is not None and not all(map(express, ops))):
             result.rejected += 1
             cache[key] = None
             return None

@@ -195,6 +195,10 @@ def inexpressible(op, caps) -> str | None:
     if part and part.split(":")[0] not in getattr(caps, "forge_parts", frozenset()):
         return caps.not_expressible.get(f"forged {part.split(':')[0]}",
                                         f"a forged {part!r} part is not expressible")
+    if op.name == "race" and getattr(op, "forced", False) and not caps.forced_race:
+        # The racers would run free (nothing holds them between read and write): judging that as
+        # the forced schedule would claim an interleaving the run never had.
+        return "a forced race: the variant cannot hold the racers' reads (forced_race=False)"
     return None
 
 

@@ -246,7 +246,7 @@ class _Worker:
                 except (EOFError, OSError):
                     self.kill()
                     return ("died", None)
-                if message == m.Barrier(m.SIGKILL):  # a crash point: the worker waits to die
+                if message == m.Barrier(m.SIGKILL):  # a crash point: the worker has killed itself
                     self.kill()
                     return ("killed", None)
                 return ("reply", message)

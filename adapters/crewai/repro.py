@@ -22,7 +22,14 @@ cannot change it); where only the copy's recovery differs, the script copies the
 the engine does (``COPY``) and checks the copy's recovery against the original's
 (``_with_twin``).  A stale resume through the flow id is ``from_pending(id).resume(v)`` again.  A forced race holds its racers at a
 ``multiprocessing.Barrier`` between ``from_pending`` (the read) and ``resume`` (the write), as
-the case's ``race_ready`` does.
+the case's ``race_ready`` does; racers that make the same calls are one ``racer`` function, run
+in each process (``_one_racer``).
+
+Where every step runs in a child process, a crashing step's child inherits ``CRASH`` from the
+parent, which sets it before the fork (``_crash_set_in_parent``): no ``observe_crashing``, the
+crash of the last task "after it completed" written as the step's own last line.  Where steps
+run in fresh contexts, the last runs in the script's own (``_last_step_here``): nothing runs
+after it, so that context is as fresh as a copy.
 
 A custom store (``--store``) is built by its factory's ``ScriptStore`` (``custom_store``: the
 recipe's own functions and setup, pasted), registered with ``set_flow_persistence_factory``
@@ -36,8 +43,8 @@ import glob
 import inspect
 import json
 import os
+import pathlib
 import re
-import shelve
 from dataclasses import dataclass, replace
 
 from crewai.flow.async_feedback import HumanFeedbackPending
@@ -46,10 +53,12 @@ from crewai.state.checkpoint_config import CheckpointConfig
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
+    MOMENTS,
     OUTCOME_WORDS,
     Check,
     Script,
     check_for,
+    crash_spot,
     effect_rows,
     header,
     pins,
@@ -89,8 +98,7 @@ class WorkflowState(FlowState):
 class PendingProvider:
     """Asked for feedback, it pauses the flow durably (no console, no LLM)."""
 
-    def request_feedback(self, context, flow):
-        raise HumanFeedbackPending(context=context)
+    def request_feedback(self, context, flow): raise HumanFeedbackPending(context=context)
 
 
 def task_body(state, t, value):
@@ -148,11 +156,10 @@ def latest_checkpoint(location):
 def checkpoint_at_gate(location, gate):
     """The newest checkpoint written when the flow paused at ``gate_<gate>``."""
     for loc in reversed(checkpoints(location)):
-        doc = read_checkpoint(loc)
-        nodes = (doc.get("event_record") or {}).get("nodes") or {}
-        paused = [n["event"] for n in nodes.values() if n["event"]["type"] == "method_execution_paused"]
-        last = max(paused, key=lambda e: (e["timestamp"], e["emission_sequence"]), default={})
-        if doc.get("trigger") == last.get("type") and last.get("method_name") == f"gate_{gate}":
+        doc = json.loads(PROVIDER().from_checkpoint(loc))  # as its provider reads it
+        paused = [n["event"]["method_name"] for n in doc["event_record"]["nodes"].values()
+                  if n["event"]["type"] == "method_execution_paused"]  # in the order they came
+        if doc["trigger"] == "method_execution_paused" and paused[-1:] == [f"gate_{gate}"]:
             return loc
 
 
@@ -193,15 +200,11 @@ def read_state_checkpoint_done(location):
 
 
 class Kept:
-    """Values kept in a file: what one child process keeps there, the processes after it read."""
+    """Strings kept in files, one a key: what one child process keeps, the processes after it read."""
 
-    def __init__(self, name): self.path = os.path.join(WORKDIR, name)
+    def __getitem__(self, key): return pathlib.Path(WORKDIR, repr(key)).read_text()
 
-    def __getitem__(self, key):
-        with shelve.open(self.path) as kept: return kept[repr(key)]
-
-    def __setitem__(self, key, value):
-        with shelve.open(self.path) as kept: kept[repr(key)] = value
+    def __setitem__(self, key, value): pathlib.Path(WORKDIR, repr(key)).write_text(value)
 
 
 def outcome(result):
@@ -266,7 +269,8 @@ def _task_body(answers: bool, done: bool, bad: bool) -> str:
     asks for one, or the check reads no state), without the state at all where nothing reads
     the tasks done either (no state check, no value written outside the schema), the task
     itself as its result where none writes outside the schema (its crash points are trimmed by
-    ``Script``, and by ``reproduction`` where no task may die before its effect)."""
+    ``Script``, and by ``reproduction`` where no task may die before its effect in it: none,
+    or only gated ones in a run that starts, which die in their gates)."""
     src = without_docstring(inspect.getsource(task_body))
     if not answers:
         src = without_lines(src, "if value is not None", extra=1)
@@ -301,13 +305,11 @@ def _setup(backend: str, n: int, gates, restored: bool, pending: bool,
                   *store_imports]
     if restored:
         lines.append("from crewai.flow.persistence.factory import set_flow_persistence_factory")
-    if backend != "persist":
-        lines.append("from crewai.state.checkpoint_config import CheckpointConfig")
     if backend == "json":
-        lines.append("from crewai.state.provider.json_provider import JsonProvider as PROVIDER")
+        lines.append("from crewai.state import CheckpointConfig, JsonProvider as PROVIDER")
     if backend == "sqlite":
-        lines += ["from crewai.state.provider import sqlite_provider",
-                  "from crewai.state.provider.sqlite_provider import SqliteProvider as PROVIDER",
+        lines += ["from crewai.state import CheckpointConfig, SqliteProvider as PROVIDER",
+                  "from crewai.state.provider import sqlite_provider",
                   "import pysqlite3.dbapi2 as SQLITE",
                   "sqlite_provider.sqlite3 = SQLITE  # it stores jsonb(): SQLite >= 3.45, not every "
                   "Python's"]
@@ -401,6 +403,9 @@ def _without_unread(script: str) -> str:
     status where the check reads no outcome."""
     lines = script.splitlines()
     check = lines[-1]
+    if "status" not in check:  # a race's: its effects alone
+        lines = [("fired = effects()[before:]" if line == "status, fired = 'completed', effects()[before:]"
+                  else line) for line in lines]
     if "fired" not in check:
         lines = [line for line in lines if not re.fullmatch(r"fired = .*\[before:\]", line)]
         if "status" not in check:
@@ -518,9 +523,11 @@ def reproduction(variant, workflow, evidence) -> str | None:
         if check.reads_state:  # the check reads the last step's read
             later += " " + " ".join(src for kind, src in (calls[len(ops) - 1] if len(calls) >= len(ops)
                                                            else ()) if kind == "read")
-        step_calls = _joined(_inlined([src for kind, src in entries
-                                       if kind == "call" or (kind, src) in kept[i]], later),
-                             width=100 - around)
+        mine = _inlined([src for kind, src in entries if kind == "call" or (kind, src) in kept[i]], later)
+        step_calls = _joined(mine, width=100 - around)
+        wide = _joined(mine, width=96 - (19 if observes else 0))
+        if len(step_calls) > 1 < len(wide):  # the lines of a function (which may return the last)
+            step_calls = wide
         if op.name not in ("query", "race") and not step_calls:
             return None  # the adapter failed before any framework call: nothing to repeat
         racers = ()
@@ -543,20 +550,35 @@ def reproduction(variant, workflow, evidence) -> str | None:
     answers = check.reads_state and not done_only
     # The tasks that may die before their effect: at that moment, or as the one after a task
     # that dies after it completed (the last task's such death comes once the call returns).
-    crashing = {t for s in steps if s.crash for t in
-                ([s.crash[0]] if s.crash[1] == "before_effect" else
-                 [s.crash[0] + 1] if s.crash[1] == "after_commit" else []) if t <= workflow.n}
+    targets = [(i, t) for i, s in enumerate(steps) if s.crash for t in
+               ([s.crash[0]] if s.crash[1] == "before_effect" else
+                [s.crash[0] + 1] if s.crash[1] == "after_commit" else []) if t <= workflow.n]
+    crashing = {t for _, t in targets}
+    # A gated task dies before its effect in its gate, before it asks: a run that starts reaches
+    # the gate first, so the task's own point matters only for a task without a gate, or a
+    # step that may begin past the gate (a resume answers it).
+    body_before = any(t not in workflow.gates or ops[i].name != "start" for i, t in targets)
+    parent_crash = isolated and not twin and _crash_in_parent(steps, evidence, workflow.n)
+    crashes = [(i, s.crash) for i, s in enumerate(steps) if s.crash]
+    if parent_crash:
+        steps = [replace(s, crash=None, calls=s.calls + _after_return(s, evidence.observed[i], workflow.n))
+                 for i, s in enumerate(steps)]
     text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
     text += " " + check.state_src
     readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
                            checkpoint_at_gate, "read_state") if _needed(f, text, backend)]
     if check.aspect == "outcome":
         readers.append(outcome)
-    kept = (lambda name: f"Kept({name!r})") if isolated else (lambda name: "{}")
+    kept = (lambda name: "Kept()") if isolated else (lambda name: "{}")
+    where = ", in files: each step runs in a child process" if isolated else ""
     if isolated and "[" in text:
         readers.append(Kept)
-    # A flow restored from a checkpoint has no persistence of its own: CrewAI asks a factory.
-    restored = backend != "persist" and any(w in text for w in ("from_checkpoint", ".fork("))
+    # A flow restored from a checkpoint has no persistence of its own, nor one built without
+    # ``persistence=`` (a recovery with nothing checkpointed yet): CrewAI asks a factory.
+    calls_made = [c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs))]
+    restored = backend != "persist" and any(
+        "from_checkpoint" in c or ".fork(" in c or ("WorkflowFlow(" in c and "persistence" not in c)
+        for c in calls_made)
     forced = any(op.name == "race" and op.forced for op in ops)
     built_in = 'SQLiteFlowPersistence("flows.db")' if backend == "persist" else None
     glue = [*([f"BARRIER = multiprocessing.Barrier({max(len(s.racers) for s in steps)})"
@@ -571,9 +593,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
               if store is None and ("persistence" in text or ("read_state" in readers and not (
                   done_only and backend != "persist"))) else []),
             *(['set_flow_persistence_factory(lambda: SQLiteFlowPersistence("flows.db"))'
-               "  # for restored flows"] if restored else []),
-            *([f"ID = {kept('ids')}  # flow ids by run"] if "ID[" in text else []),
-            *([f"AT_GATE = {kept('gates')}  # the checkpoint each run paused at, by gate"]
+               "  # for flows without persistence="] if restored else []),
+            *([f"ID = {kept('ids')}  # flow ids by run{where}"] if "ID[" in text else []),
+            *([f"AT_GATE = {kept('gates')}  # the checkpoint each run paused at, by gate{where}"]
               if "AT_GATE[" in text else [])]
     needs = pins(evidence, PINNED + (("pysqlite3",) if backend == "sqlite" else ())
                  + (tuple(store.recipe.distributions) if store else ()))
@@ -581,34 +603,144 @@ def reproduction(variant, workflow, evidence) -> str | None:
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         (state_class if answers else without_lines(state_class, "answers:")) if done else "",
         _source(PendingProvider) if workflow.gates else "",
-        _task_body(answers, done, bad) if crashing else
+        _task_body(answers, done, bad) if body_before else
         without_lines(_task_body(answers, done, bad), 'crash_point(t, "before its effect")'),
         _source(*readers, backend=backend, done_only=done_only),
         store.source if store else ""]))
     description = variant.description
     if store:  # the script names the store's class, not our factory
         description = re.sub(r"persistence from \S+ \(", f"{store.cls} (", description)
+    workflow_src = "\n".join([*_setup(backend, workflow.n, workflow.gates, restored,
+                                     bool(workflow.gates) or outcome in readers,
+                                     store.imports if store else None),
+                              definitions, *glue])
+    if parent_crash:
+        workflow_src = _crash_points_kept(workflow_src, crashes)
     script = Script(
         header=header("CrewAI Flows", description, evidence, needs),
         imports=(),  # after the environment is set: in the workflow part
-        workflow_src="\n".join([*_setup(backend, workflow.n, workflow.gates, restored,
-                                        bool(workflow.gates) or outcome in readers,
-                                        store.imports if store else None),
-                                 definitions, *glue]),
+        workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
         stdlib=("os", "tempfile", *(store.stdlib if store else ()),
-                *(["json"] if "read_checkpoint" in readers else []),
+                *(["json"] if {"read_checkpoint", checkpoint_at_gate} & set(readers) else []),
                 *(["glob"] if twin or backend == "json" and "checkpoints" in readers else []),
                 *(["shutil"] if twin else []),
-                *(["uuid"] if "uuid." in text else []), *(["shelve"] if Kept in readers else []),
+                *(["uuid"] if "uuid." in text else []), *(["pathlib"] if Kept in readers else []),
                 *(["multiprocessing"] if forced else [])),
         fresh_context=fresh,
         isolated=isolated,
     ).source()
+    if parent_crash:
+        script = _crash_set_in_parent(script, crashes, len(steps))
     if twin:
         return _with_twin(script, evidence, step_calls, isolated)
-    return _without_unread(script)
+    script = _one_racer(_without_unread(script))
+    return _last_step_here(script, len(steps)) if fresh else script
+
+
+# -- a crash in a child process: CRASH set by the parent before it forks the step's child -----
+
+_CRASH_AT = re.compile(r'^\s*crash_point\([^,()]+, "(?P<moment>[a-z ]+)"\)$')
+CRASH_NOTE = "  # a step's CRASH fails its call here"
+
+
+def _crash_in_parent(steps, evidence, n: int) -> bool:
+    """Can the steps of an isolated script (each in a child process) crash with no
+    ``observe_crashing``, the parent setting ``CRASH`` before it forks the step's child
+    (``_crash_set_in_parent``)?  Yes, unless the checked step's last task dies after it
+    completed: that comes once the call has returned, and ``observe_crashing`` tells whether
+    the task ran (an earlier step's is written as its own line, ``_after_return``)."""
+    last = [(i, s.crash) for i, s in enumerate(steps) if s.crash and s.crash[1] == "after_commit"
+            and s.crash[0] >= n]
+    # ... and some crash point is the flow's own: the line that has Script paste crash_point
+    inside = any(s.crash and (s.crash[1] != "after_commit" or s.crash[0] < n) for s in steps)
+    return inside and not any(i == evidence.step for i, _ in last)
+
+
+def _after_return(step, observed, n: int) -> tuple:
+    """The crash of the workflow's last task "after it completed", once the call has returned,
+    as the step's own last line, where that task ran in it (else nothing dies)."""
+    if not (step.crash and step.crash[1] == "after_commit" and step.crash[0] >= n
+            and step.crash[0] in [t for t, _ in effect_rows(observed)]):
+        return ()
+    return (f'crash_point({step.crash[0]}, "after it completed")  # the last task dies once the call returned',)
+
+
+def _crash_points_kept(src: str, crashes: list) -> str:
+    """``src`` with the crash points of the moments the steps crash at alone (a crash "after it
+    completed" fires at the next task's "before its effect"), each marked with ``CRASH_NOTE``:
+    ``Script``, told of no crash, keeps a line that is more than the call."""
+    moments = {MOMENTS[c[1]] for _, c in crashes}
+    if "after it completed" in moments:
+        moments.add("before its effect")
+    out = []
+    for line in src.splitlines():
+        m = _CRASH_AT.match(line)
+        if m is None:
+            out.append(line)
+        elif m["moment"] in moments:
+            out.append(line + CRASH_NOTE)
+    return "\n".join(out)
+
+
+def _crash_set_in_parent(script: str, crashes: list, count: int) -> str:
+    """``script`` whose crashing steps' ``in_child(step_i)`` are preceded by ``CRASH = (task,
+    moment, kind)`` (the child inherits it) and followed by ``CRASH = None`` (unless last)."""
+    lines = script.splitlines()
+    for i, crash in crashes:
+        run = next(k for k, line in enumerate(lines)
+                   if re.fullmatch(rf"(status = )?in_child\(step_{i + 1}\)", line))
+        lines[run: run + 1] = [f"CRASH = {crash_spot(crash)!r}  # where the call in its child fails",
+                               lines[run], *(["CRASH = None"] if i + 1 < count else [])]
+    return "\n".join(lines) + "\n"
+
+
+def _one_racer(script: str) -> str:
+    """``def racer_1():`` ... ``def racer_k():`` with the same body, ``race(racer_1, ...)``: one
+    ``def racer():``, ``race(racer, racer)``."""
+    lines = script.splitlines()
+    starts = [k for k, line in enumerate(lines) if re.fullmatch(r"def racer_\d+\(\):", line)]
+    if len(starts) < 2:
+        return script
+    end = starts[-1] + 1
+    while end < len(lines) and lines[end].startswith(" "):
+        end += 1
+    bodies = []
+    for a, b in zip(starts, starts[1:] + [end]):
+        bodies.append(lines[a + 1: b])
+    if any(body != bodies[0] for body in bodies) or end - starts[0] != len(bodies) * (len(bodies[0]) + 1):
+        return script
+    call = "race(" + ", ".join(f"racer_{r}" for r in range(1, len(bodies) + 1)) + ")"
+    if call not in lines[end:]:
+        return script
+    rest = [("race(" + ", ".join(["racer"] * len(bodies)) + ")" if line == call else line)
+            for line in lines[end:]]
+    return "\n".join([*lines[: starts[0]], "def racer():", *bodies[0], *rest]) + "\n"
+
+
+def _last_step_here(script: str, count: int) -> str:
+    """``script`` whose last step, in a fresh context like every step, runs in the script's
+    own: nothing runs after it, so that context is as fresh as a copy of it."""
+    lines = script.splitlines()
+    name = f"step_{count}"
+    run = f"contextvars.copy_context().run({name})"
+    if f"def {name}():" not in lines or run not in lines:
+        return script
+    at = lines.index(f"def {name}():")
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("    "):
+        end += 1
+    body = [line[4:] for line in lines[at + 1: end]]
+    if any(line.lstrip().startswith("return") for line in body):
+        return script
+    lines[lines.index(run)] = "\n".join(body)
+    del lines[at: end]
+    text = "\n".join(lines) + "\n"
+    if "contextvars." not in text:
+        text = re.sub(r"^import (.*)$", lambda m: "import " + ", ".join(
+            x for x in m[1].split(", ") if x != "contextvars"), text, count=1, flags=re.M)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -639,8 +771,8 @@ def _needed(f, text: str, backend: str) -> bool:
     reads_checkpoints = backend != "persist" and "read_state(" in text
     if f == "checkpoints":
         return reads_checkpoints or "latest_checkpoint(" in text or "checkpoint_at_gate(" in text
-    if f == "read_checkpoint":
-        return reads_checkpoints or "checkpoint_at_gate(" in text
+    if f == "read_checkpoint":  # checkpoint_at_gate reads its documents itself
+        return reads_checkpoints
     return (f if isinstance(f, str) else f.__name__) + "(" in text
 
 

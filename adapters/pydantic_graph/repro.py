@@ -10,11 +10,18 @@ an ``async def`` run with ``asyncio.run``, as the case does.
 Written for both node shapes (one ``Task(t, answer)`` class, or ``T1`` .. ``Tn`` from
 ``task_class``), the file and in-memory persistences, start / resume / recover / fork, exception
 crash points and out-of-schema outputs.
-A race on the file persistence is written as its racers one after the other, each with the
-calls of the variant's resume spelling and its own value (``racer_calls``; the lines the racers
-logged in one replay show only how far each got there): the interleaving in which the second racer,
-shown the same interrupt, arrives once the first has returned (how pydantic-graph's nodes,
-which carry no interrupt identity, let one answer reach the next gate).  A tamper is the edit
+A race on the file persistence is written as its racers in processes of their own, released
+together (the script's ``race``), each with the calls of the variant's resume spelling and its
+own value (``file_racers``; the lines the racers logged in one replay show only how far
+each got there): racer 1 claims the gate, and every later racer's claim (``load_next``, in a
+``FileStatePersistence`` subclass, ``HeldPersistence``) waits at a ``multiprocessing.Barrier``
+until racer 1's call has returned.  That is the order in which the fuzzer's racers showed their
+defects: the file lock orders the claims, and the racer that lost it retried until the winner
+was done.  A later racer then finds the next gate and answers it (pydantic-graph's nodes carry
+no interrupt identity), or, the run ended, nothing: the docs' idiom then starts a fresh run on
+the same file.  Every race of this adapter is free (``forced_race=False``: nothing holds its
+racers between read and write); on a custom store it is written as its racers one after the
+other (``racer_calls``): the same order, without processes.  A tamper is the edit
 ``case.py`` made, written in the script: the file cut short, given a stale lock, or edited as
 JSON on disk; in memory, the newest snapshot object replaced (``NodeSnapshot`` /
 ``EndSnapshot``) or edited.  Not (yet): a forged file, SIGKILL and twin recovery; those fall
@@ -136,6 +143,26 @@ def file_persistence(thread):
     return p
 
 
+class HeldPersistence(FileStatePersistence):
+    """A later racer's persistence: its ``load_next()`` (the claim of the run's next node, which
+    ``iter_from_persistence`` makes too) first waits at ``HOLD`` until racer 1's call has
+    returned."""
+
+    async def load_next(self):
+        HOLD.wait(timeout=60)  # blocks this racer's event loop, which runs nothing else
+        return await super().load_next()
+
+
+# ``file_persistence`` where a race's later racers open the file as a ``HeldPersistence``.
+def file_persistence_held(thread, cls=FileStatePersistence):
+    p = cls(Path(WORKDIR) / f"{thread}.json")
+    p.set_graph_types(graph)
+    return p
+
+
+HOLD = None  # the racers' meeting point: the script's glue sets it
+
+
 # ``graph.iter``, ``iter_from_persistence`` and ``initialize`` give the persistence the graph's
 # types themselves: only a direct ``load_next()`` or ``load_all()`` needs them set first.
 def file_persistence_untyped(thread):
@@ -229,6 +256,81 @@ def racer_calls(options: dict, op) -> list:
     return [line for value in op.values for line in one(value)]
 
 
+def _resume_calls(options: dict, value, p: str, fresh: list | None = None) -> list:
+    """One racer's resume in the variant's spelling, its persistence opened with ``p``; with
+    ``fresh`` (the docs' idiom), its branch for a ``load_next()`` that finds nothing to run: a
+    fresh run on the same persistence (the example's first invocation), as ``case.py`` takes it."""
+    if options["resume"] == "ifp":
+        return [p, "async with graph.iter_from_persistence(p) as run:",
+                f"    run.next_node.answer = {value!r}", "    await drive(run)"]
+    node = "Task(snapshot.node.t, " if options["shape"] == "single" else "type(snapshot.node)("
+    answered = [f"async with graph.iter({node}answer={value!r}), state=snapshot.state, "
+                "persistence=p) as run:", "    await drive(run)"]
+    if not fresh:
+        return [p, "snapshot = await p.load_next()", *answered]
+    branch = [p, "snapshot = await p.load_next()",
+              "if snapshot is None:  # the docs' first invocation: a fresh run, on the same file"]
+    if len(fresh) == 1:  # one call: returned, no ``else`` to write
+        return [*branch, f"    return {fresh[0]}", *answered]
+    return [*branch, *(f"    {c}" for c in fresh), "else:", *(f"    {c}" for c in answered)]
+
+
+def fresh_run_calls(options: dict, workflow) -> list:
+    """``case.py``'s fresh run (``_fresh_run``) on the persistence ``p``: the gate at task 1
+    persisted by ``graph.initialize``, or the run from task 1 (``initialize`` then
+    ``iter_from_persistence`` where the variant starts so)."""
+    first = "Task(1)" if options["shape"] == "single" else "T1()"
+    initialize = f"await graph.initialize({first}, p, state=State())"
+    if 1 in workflow.gates:
+        return [initialize]
+    if options.get("start") == "initialize":
+        return [initialize, "async with graph.iter_from_persistence(p) as run:",
+                "    await drive(run)"]
+    return [f"async with graph.iter({first}, state=State(), persistence=p) as run:",
+            "    await drive(run)"]
+
+
+def _pending_before(evidence, i: int, thread: str):
+    """The gate pending on ``thread`` before operation ``i``, as the last observation of that
+    thread showed it (``None``: none, or not known)."""
+    for op, seen in zip(reversed(evidence.ops[:i]), reversed(evidence.observed[:i])):
+        if thread in (op.thread, getattr(op, "new_thread", None)) and seen.state is not None:
+            return seen.state.pending
+    return None
+
+
+def file_racers(options: dict, op, workflow, pending) -> tuple:
+    """A race on the file persistence as racers in processes of their own (the script's
+    ``race``, which releases them together), racer 1 first to claim the gate: every later
+    racer's claim (``HeldPersistence.load_next``) waits at ``HOLD`` until racer 1's call has
+    returned.  Nothing holds the fuzzer's racers of this adapter between their read and their
+    writes (``forced_race=False``: the case never calls ``race_ready``), so they race freely;
+    the file lock orders their claims (``load_next`` marks the first ``'created'`` snapshot
+    ``'pending'`` under it), and the divergent runs are
+    those in which the loser's claim (its lock retried every 10 ms) came once the winner's call
+    had written where it stopped: a claim made while the winner still ran finds nothing too, but
+    its writes land before the winner's.  A later racer then finds the next gate racer 1 stopped
+    at, and answers it; or, racer 1 having run to the end, nothing: the docs' idiom then takes
+    its branch for a run with nothing to run, a fresh run written after racer 1's end."""
+    thread = thread_label(op.thread)
+    later = any(g > pending for g in workflow.gates) if pending is not None else False
+    fresh = fresh_run_calls(options, workflow) if not later or len(op.values) > 2 else None
+    racers = []
+    for r, value in enumerate(op.values, 1):
+        if r == 1:
+            calls = _resume_calls(options, value, f"p = file_persistence({thread!r})")
+        else:
+            held = f"p = file_persistence({thread!r}, HeldPersistence)"
+            calls = _resume_calls(options, value, held,
+                                  fresh if options["resume"] == "docs" else None)
+            calls[0] += "  # its load_next() waits for racer 1"
+        lines = ["async def resume():", *(f"    {c}" for c in calls), "asyncio.run(resume())"]
+        if r == 1:
+            lines.append("HOLD.wait(timeout=60)  # racer 1's call has returned: the others claim")
+        racers.append(tuple(lines))
+    return tuple(racers)
+
+
 def _gateless(body: str) -> str:
     """A task body for a workflow without gates: no answer to read or record, the effect's
     value ``None``."""
@@ -306,7 +408,8 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     if custom and (recipe is None or recipe.close):
         return None  # no ScriptStore; or one to release before the verdict: not written yet
     stored_in_workdir = custom and "WORKDIR" in store_parts(recipe)[2]
-    # A race is written as its racers one after the other (``racer_calls``), each opening the
+    # A race on a custom store is written as its racers one after the other (``racer_calls``),
+    # one on the file persistence as racers in processes (``file_racers``), each opening the
     # run's persistence anew, as racers in other processes do: they share what the persistence
     # keeps outside the process.  The in-memory persistences keep nothing there (a race on them
     # is n/a anyway); FileStatePersistence keeps the run's file.  A custom store's ``build``
@@ -327,7 +430,15 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     if check.aspect == "state":
         check = replace(check, state_src=_state_src(options["backend"], ops[-1]))
     steps = []
+    # A race on the file persistence: its racers in processes of their own, racer 1 claiming
+    # first (``file_racers``); a custom store's, one after the other.
+    held = [op for op in ops if op.name == "race" and backend == "file"]
     for i, op in enumerate(ops):
+        if op in held:
+            steps.append(step_of(evidence, i, (), racers=file_racers(
+                options, op, workflow, _pending_before(evidence, i, op.thread)),
+                note=" (here: racer 1 claims the gate first, the others once it has returned)"))
+            continue
         calls = (racer_calls(options, op) if op.name == "race" else
                  [src for kind, src in evidence.calls[i] if kind == "call"])
         if op.name != "query" and not calls:
@@ -344,7 +455,7 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     bad = any(s.bad_output is not None for s in steps)
     body = (task_body_crashing if any(s.crash for s in steps) else
             task_body_bad_output if bad else task_body)
-    written = " ".join(c for step in steps for c in step.calls)
+    written = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
     if custom:
         saver_src, stdlib, imports, description = _store_parts(recipe, options, written, per_run)
     else:
@@ -355,6 +466,8 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
             *shape_glue(options["shape"], workflow.n), *memory,
+            *([f"HOLD = multiprocessing.Barrier({max(len(op.values) for op in held)})  # the "
+               "racers' meeting point"] if held else []),
             *(["RUNS = WORKDIR"] if per_run else [])]
     text = header("pydantic-graph", description, evidence,
                   pins(evidence, PINNED + (recipe.distributions if custom else ())))
@@ -380,14 +493,15 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
                                  _inlined(_source(Task), task_body_src) if single
                                  else _source(task_class),
                                  saver_src,
-                                 _source(*([drive] if any("drive(" in c for st in steps
-                                                          for c in st.calls) else []),
+                                 *([_source(HeldPersistence)] if held else []),
+                                 _source(*([drive] if "drive(" in written else []),
                                          *([outcome] if check.aspect == "outcome" else []),
                                          *([read_state] if check.aspect == "state" else [])),
                                  *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=stdlib + (() if single else ("typing",)) + (("json",) if "json." in written else ()),
+        stdlib=stdlib + (() if single else ("typing",)) + (("json",) if "json." in written else ())
+        + (("multiprocessing",) if held else ()),
         asynchronous=True,
     ).source()
 
@@ -400,6 +514,8 @@ def _builtin_parts(backend: str, check, written: str) -> tuple:
     everything = written + " " + check.state_src
     if backend == "file" and ".load" not in everything:  # no read of p outside the graph's calls
         saver = file_persistence_untyped
+    if "HeldPersistence" in written:  # a race's later racers: their own class
+        saver = file_persistence_held
     imports = ["from pydantic_graph.persistence.file import FileStatePersistence"
                if backend == "file" else
                "from pydantic_graph.persistence.in_mem import "

@@ -94,8 +94,8 @@ def in_child(call, crash=None):
     the call's outcome: "crashed" when the child was killed, else what ``observe`` saw in it."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:
-        os.write(write, (observe_crashing(call, crash) if crash else observe(call))[0].encode())
+    if pid == 0:  # a step that returns nothing (its outcome is not checked) reports "None"
+        os.write(write, str((observe_crashing(call, crash) if crash else observe(call))[0]).encode())
         os._exit(0)
     os.close(write)
     _, status = os.waitpid(pid, 0)

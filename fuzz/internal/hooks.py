@@ -1,9 +1,9 @@
 """The engine's implementation of ``adapters.protocol.Hooks``: crash points, effects, races.
 
 A crash point fires at most once per operation.  ``exception`` raises ``CrashInjected`` inside the
-task.  ``sigkill`` calls ``barrier``, which tells the parent over the worker's pipe and blocks
-waiting for an answer that never comes: the parent, waiting in ``select``, kills the worker by PID.
-No sleep, no timing window.
+task.  ``sigkill`` calls ``barrier``, which tells the parent over the worker's pipe and then kills
+the worker with SIGKILL itself, at once (``worker.sigkill_barrier``): no thread of the process
+runs past the point.  No sleep, no timing window.
 """
 
 from __future__ import annotations
@@ -71,6 +71,6 @@ class EngineHooks(Hooks):
         if crash.kind == "exception":
             raise CrashInjected(f"injected crash at task {task}, {phase}")
         if self.barrier is not None:
-            self.barrier()  # never returns: the parent kills us here
+            self.barrier()  # never returns: it kills this process
         # No parent is watching (an in-process test), or it went away: die as SIGKILL would.
         os.kill(os.getpid(), signal.SIGKILL)

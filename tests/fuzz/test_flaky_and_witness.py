@@ -199,6 +199,19 @@ def test_replay_mark_timing_records_the_rate(tmp_path):
     assert load_trace(path).finding.reproduced == {"k": 3, "n": 7}
 
 
+def test_mark_timing_counts_a_fixed_entrys_finding_not_its_fix(tmp_path):
+    # A FIXED entry's rate is how often its finding still comes back: pooling its FIXED trials
+    # into it would turn 1 of 14 into 28 of 44, a finding that shows nearly every time.
+    from fuzz.cli import _mark_timing
+
+    path = tmp_path / "e.json"
+    dump_trace(Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "why",
+                                                   reproduced={"k": 1, "n": 14}),
+                     status="FIXED"), path)
+    _mark_timing(path, ["FAILED", "FIXED", "FIXED"])
+    assert load_trace(path).finding.reproduced == {"k": 2, "n": 17}
+
+
 def test_mark_timing_leaves_an_entry_that_always_came_back_without_a_rate(tmp_path):
     from fuzz.cli import _mark_timing
 

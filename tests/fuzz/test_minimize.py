@@ -102,6 +102,22 @@ def test_noisy_lost_update_reaches_explores_minimum():
     assert result.stopped == "fixpoint" and result.before == 10
 
 
+def test_a_race_stays_free_where_the_store_cannot_force_it():
+    # pydantic-graph's file persistence cannot hold racers between their read and their write
+    # (forced_race=False): a race made forced there would still run free, so the trace would
+    # claim a schedule the run never had.  The same noisy trace as above, on such a variant.
+    from adapters.protocol import Capabilities
+
+    calls = []
+    caps = Capabilities(forced_race=False, max_racers=3, tamper_hows=frozenset({"corrupt"}))
+    trace = failing("LostUpdate", NOISY_LOST_UPDATE)
+    result = minimize(trace, model_judge("LostUpdate", calls), caps=caps)
+    race = result.trace.operations[-1]
+    assert isinstance(race, Race) and not race.forced, result.trace.operations
+    assert result.after == 2 and result.rejected > 0  # the forced candidates: refused, not run
+    assert calls and not any('"forced": true' in key for key in calls)  # none was run
+
+
 @pytest.mark.parametrize("mutant, ops", [
     ("Replay", [Start("t0"), Query("t0"), Start("t1"), Resume("t1", value="b"),
                 Recover("t1", crash=CrashAt(3, "in_flight")), Tamper("t1", how="forged"),

@@ -12,7 +12,7 @@ from adapters.reference import ReferenceAdapter
 from fuzz.replay import Replayer, inexpressible
 from fuzz.targets import prepare
 from fuzz.trace import Trace
-from refmodel import CrashAt, Fork, Start, Workflow
+from refmodel import CrashAt, Fork, Race, Start, Workflow
 
 REASON = "this store keeps one thread per file: a fork has nowhere to go"
 
@@ -44,3 +44,13 @@ def test_inexpressible_names_crash_points_the_variant_lacks():
     op = Start("t0", crash=CrashAt(task=1, phase="before_effect", kind="sigkill"))
     assert "sigkill@before_effect" in inexpressible(op, caps)
     assert inexpressible(Start("t0"), caps) is None
+
+
+def test_a_forced_race_is_refused_where_the_store_cannot_hold_its_racers():
+    # Nothing would hold the racers between read and write: the race would run free, and the
+    # entry would be judged as a schedule it never had.
+    caps = ReferenceAdapter().capabilities(None)
+    forced = Race("t0", values=("a", "a"), forced=True)
+    assert inexpressible(forced, caps) is None
+    assert "forced_race=False" in inexpressible(forced, replace(caps, forced_race=False))
+    assert inexpressible(replace(forced, forced=False), replace(caps, forced_race=False)) is None

@@ -13,11 +13,11 @@ from refmodel import Resume, Start, Workflow
 WF = Workflow(2, {1}, ("a", "b"))
 
 
-def entry(tmp_path, reproduced=None):
+def entry(tmp_path, reproduced=None, status="FAILED"):
     path = tmp_path / "e.json"
     ops = (Start("t0"), Resume("t0", value="a"), Resume("t0", value="b"))
     finding = Finding("DoubleConsume", "CO", 2, "why", reproduced=reproduced)
-    dump_trace(Trace(WF, ops, finding=finding, status="FAILED"), path)
+    dump_trace(Trace(WF, ops, finding=finding, status=status), path)
     return path
 
 
@@ -74,3 +74,17 @@ def test_a_timing_dependent_entry_is_replayed_at_its_rate_before_its_status_is_w
     assert update(path, *[("FIXED", None)] * n, trials=1) == "FIXED"
     with pytest.raises(IndexError):  # one replay is not enough: it asks for n
         update(entry(tmp_path, rate), ("FIXED", None), trials=1)
+
+
+def test_a_fixed_entry_whose_finding_comes_back_at_all_is_failed_again(tmp_path):
+    # LangGraph sqlite-func-sync-head-update/StateMismatch-d61237a98dcb, recorded FIXED at 1 of
+    # 14: once a SIGKILL froze every thread at the crash point, it came back 6 times in 30, and
+    # `--update` kept FIXED because FIXED came up too.  A finding that came back is a finding.
+    from fuzz.corpus import replays_for
+
+    rate = {"k": 1, "n": 14}
+    n = replays_for(load_trace(entry(tmp_path, rate, "FIXED")))
+    path = entry(tmp_path, rate, "FIXED")
+    assert update(path, *[("FIXED", None)] * (n - 1), ("FAILED", 2), trials=1) == "FAILED"
+    path = entry(tmp_path, rate, "FIXED")
+    assert update(path, *[("FIXED", None)] * n, trials=1) == "FIXED"

@@ -163,3 +163,32 @@ def test_an_inprocess_case_keeps_its_ledger_in_memory_and_refuses_races(tmp_path
             r.apply(Race("t0", values=("a", "b")))
     finally:
         r.close()
+
+
+def _at_the_crash_point(conn):
+    from fuzz.internal.worker import sigkill_barrier
+
+    sigkill_barrier(conn)
+
+
+def test_a_sigkill_crash_point_kills_the_worker_itself_once_the_parent_is_told():
+    # The worker once blocked at the point until its parent killed it: its other threads ran on
+    # for that round trip, and LangGraph's background writer saved what a process dying right
+    # there loses (StateMismatch-d61237a98dcb: the engine 0 of 30, the script 4 of 10).  The
+    # parent here reads the message and never kills: the worker must be dead all the same.
+    import multiprocessing
+
+    from fuzz.internal import messages as m
+
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    worker = ctx.Process(target=_at_the_crash_point, args=(child,))
+    worker.start()
+    try:
+        assert parent.recv() == m.Barrier(m.SIGKILL)
+        worker.join(60)  # a bound, not a wait for timing: dead by now, or it never will be
+        assert worker.exitcode == -signal.SIGKILL
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()

@@ -53,26 +53,53 @@ def test_repro_of_what_pydantic_graph_gets_right_exits_0(adapter, variant):
 # Kept beside the test (corpus entries move when campaigns re-find them): races whose later racer
 # answers the next gate with its value, one on the single node shape, one on the classes shape.
 RACE = Path(__file__).resolve().parent / "data" / "DoubleConsume-8ad8933ccc55.json"
-RACE_CLASSES = Path(__file__).resolve().parent / "data" / "DoubleConsume-076cd3fcda78.json"
+RACE_CLASSES = Path(__file__).resolve().parent / "data" / "DoubleConsume-ea601c37ea7e.json"
 
 
-def test_repro_of_a_race_writes_the_racers_one_after_the_other(adapter, variant):
-    """The second racer, shown gate 1 too, arrives once the first has returned and answers gate
-    2: deterministic in the script, so it reproduces every time."""
+def test_repro_of_a_race_runs_the_racers_in_processes_the_later_claim_after(adapter, variant):
+    """The racers run in processes of their own; the second, shown gate 1 too, claims once the
+    first has returned and answers gate 2: deterministic in the script (a barrier, not timing),
+    so it reproduces every time."""
     trace = load_trace(RACE)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=2)
     assert repro.checked and repro.reproduces == (2, 2), repro.outputs
     assert repro.lines <= 120, repro.script
     assert repro.script.count("graph.iter_from_persistence(p) as run:") == 2, repro.script
-    check_standalone(repro.script, HARNESS)
+    assert "race(racer_1, racer_2)" in repro.script, repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)  # "multiprocessing" holds "tip"
 
 
 def test_repro_on_the_classes_shape_defines_one_node_class_per_task(adapter, variant):
+    """A race: its racers in processes, the later one's claim held (see below)."""
     trace = load_trace(RACE_CLASSES)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert "T1 = task_class(1, T2)" in repro.script and "graph = Graph(nodes=[T1, T2]" in repro.script
-    check_standalone(repro.script, HARNESS)
+    assert "race(racer_1, racer_2)" in repro.script, repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)  # "multiprocessing" holds "tip"
+
+
+# A race on one gate (kept beside the test): racer 1 answers it and runs to the end; the
+# other's load_next() then finds nothing to run, and the docs' idiom starts a fresh run on the
+# same file, whose unanswered gate becomes the run's latest snapshot.
+RACE_FRESH = Path(__file__).resolve().parent / "data" / "StateMismatch-2d9b7f1eca6a.json"
+
+
+def test_repro_of_a_race_runs_the_racers_at_once_the_later_claim_held(adapter, variant):
+    """The racers run in processes of their own, released together; the later racer's
+    load_next() (a FileStatePersistence subclass's) waits at a barrier, not a sleep, until racer
+    1's call has returned: the order the fuzzer's racers showed it in, every time."""
+    trace = load_trace(RACE_FRESH)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=2)
+    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert repro.lines <= 120, repro.script
+    script = repro.script
+    assert "race(racer_1, racer_2)" in script and "HOLD = multiprocessing.Barrier(2)" in script
+    assert "class HeldPersistence(FileStatePersistence):" in script
+    assert "p = file_persistence('run-1', HeldPersistence)" in script
+    assert "return await graph.initialize(T1(), p, state=State())" in script  # the docs' branch
+    assert "sleep" not in script
+    check_standalone(script, HARNESS, as_words=True)
 
 
 FORGED = Path(__file__).resolve().parent / "data" / "InvalidPersist-17d0e43f2562.json"
