@@ -124,6 +124,9 @@ def capabilities(variant: Variant) -> Capabilities:
         not_expressible={"fork": no_fork, "forged pending": NO_PENDING_RECORD[backend]},
         forge_parts=frozenset({"done", "answer"}),
         intents={"resume": "RETRY", "fork": "indistinguishable"},
+        # Each racer finds its run and the question asked (the read), calls race_ready, then
+        # sends its answer (the write): the server and DBOS cases hold their racers too.
+        forced_race=True,
         # DBOS: every racer's launch recovers the waiting run under the shared executor id; 2
         # racers measured stuck until op_timeout each, so keep the race (and its cost) small.
         max_racers=2 if backend == "dbos" else 3,
