@@ -235,23 +235,43 @@ def key_of(workflow: Workflow, ops) -> str:
 # -- the minimum to reach ------------------------------------------------------------------------
 
 
+def inexpressible(op, caps) -> str | None:
+    """Why ``caps`` cannot express ``op`` (the variant's declared n/a reason), or None.
+
+    The machine never draws such an op; a corpus entry can hold one when it was recorded before
+    the adapter declared the idiom n/a (LangGraph's functional ``update_state`` fork).  Judging it
+    would blame the framework for what the harness did, so replay refuses it with the reason.
+    """
+    if op.name not in caps.operations:
+        return caps.not_expressible.get(op.name, f"the variant has no {op.name!r} operation")
+    crash = getattr(op, "crash", None)
+    if crash is not None and (crash.kind not in caps.crash_kinds
+                              or crash.phase not in caps.crash_phases):
+        return f"crash point {crash.kind}@{crash.phase} is not among the variant's crash points"
+    if getattr(op, "bad_output", None) is not None and not caps.bad_output:
+        return caps.not_expressible.get("bad_output", "the variant has no BadOutput")
+    how = getattr(op, "how", None)
+    if op.name == "tamper" and how not in caps.tamper_hows:
+        return caps.not_expressible.get(f"tamper:{how}", f"tamper {how!r} is not expressible")
+    part = getattr(op, "part", None)
+    if part and part.split(":")[0] not in getattr(caps, "forge_parts", frozenset()):
+        return caps.not_expressible.get(f"forged {part.split(':')[0]}",
+                                        f"a forged {part!r} part is not expressible")
+    if op.name == "race" and getattr(op, "forced", False) and not caps.forced_race:
+        # The racers would run free (nothing holds them between read and write): judging that as
+        # the forced schedule would claim an interleaving the run never had.
+        return "a forced race: the variant cannot hold the racers' reads (forced_race=False)"
+    return None
+
+
 def expressible(caps) -> Callable:
-    """The operations a variant can express (its ``Capabilities``): explore's ``admit``."""
+    """The operations a variant can express (its ``Capabilities``): explore's ``admit``.  Those
+    ``inexpressible`` passes, the operation named by ``caps.expresses``, a race within
+    ``max_racers``."""
 
     def admit(op) -> bool:
-        if not caps.expresses(op.name):
+        if not caps.expresses(op.name) or inexpressible(op, caps) is not None:
             return False
-        crash = getattr(op, "crash", None)
-        if crash is not None and (crash.kind not in caps.crash_kinds
-                                  or crash.phase not in caps.crash_phases):
-            return False
-        if getattr(op, "bad_output", None) is not None and not caps.bad_output:
-            return False
-        if isinstance(op, Tamper) and (op.how not in caps.tamper_hows or (
-                op.part is not None and op.part.split(":", 1)[0] not in caps.forge_parts)):
-            return False
-        if isinstance(op, Race) and op.forced and not caps.forced_race:
-            return False  # the store cannot hold the racers' reads: it would run free
         return not isinstance(op, Race) or len(op.values) <= caps.max_racers
 
     return admit

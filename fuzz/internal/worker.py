@@ -5,9 +5,10 @@ gives the worker its case: ``RunCommand`` (an executing operation), ``QueryComma
 ``TamperCommand``, ``CloneCommand``, ``RaceCommand`` (one racer's resume, between start and
 read barriers) and ``Close``.  A run or tamper may name the thread to read after it: the worker
 sends that query's ``Reply`` after the command's, unasked (``messages.follows``).  A ``sigkill``
-crash point sends ``Barrier("sigkill")`` and kills the worker at once (``sigkill_barrier``).  Every exception from the adapter becomes a ``Reply``, never a crash of the
-worker: a refusal of the framework (``rejected``, with its exception) or a failure of the
-harness (``harness``, with the adapter's traceback), told apart by ``blame.py``.
+crash point sends ``Barrier("sigkill")`` and kills the worker at once (``sigkill_barrier``).
+Every exception from the adapter becomes a ``Reply``, never a crash of the worker: a refusal
+of the framework (``rejected``, with its exception) or a failure of the harness (``harness``,
+with the adapter's traceback), told apart by ``blame.py``.
 
 From ``Open`` on, the worker's fds 1 and 2 go to a file next to the case's ledger
 (``worker-<pid>.out``) for the rest of its life: frameworks print and log (from their own
@@ -17,6 +18,7 @@ threads too), and a campaign's terminal must not drown in it.  Each reply carrie
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -64,8 +66,7 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> None:
     roots = roots_of(adapter)
     case, close = None, None
 
-    def barrier():
-        sigkill_barrier(conn)
+    barrier = functools.partial(sigkill_barrier, conn)
 
     try:
         while True:
