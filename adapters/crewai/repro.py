@@ -144,11 +144,6 @@ def checkpoints_sqlite(location):
 checkpoints = None  # the script's own: one of the two above
 
 
-def read_checkpoint(loc):
-    """The checkpoint document at ``loc`` (a file, or ``file.db#id``), as its provider reads it."""
-    return json.loads(PROVIDER().from_checkpoint(loc))
-
-
 def latest_checkpoint(location):
     return checkpoints(location)[-1]
 
@@ -178,7 +173,7 @@ def read_state_persist(flow_id):
 def read_state_checkpoint(flow_id, location):
     """``read_state_persist``, the state read from the flow's latest checkpoint."""
     found = checkpoints(location)
-    entities = read_checkpoint(found[-1])["entities"] if found else []
+    entities = json.loads(PROVIDER().from_checkpoint(found[-1]))["entities"] if found else []
     state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
     state = state or {"done": [], "answers": {}}
     pending = persistence.load_pending_feedback(flow_id)
@@ -194,7 +189,7 @@ def read_state_persist_done(flow_id):
 def read_state_checkpoint_done(location):
     """``read_state_persist_done``, from the flow's latest checkpoint."""
     found = checkpoints(location)
-    entities = read_checkpoint(found[-1])["entities"] if found else []
+    entities = json.loads(PROVIDER().from_checkpoint(found[-1]))["entities"] if found else []
     state = next((e["checkpoint_state"] for e in entities if e["entity_type"] == "flow"), None)
     return {"done": state["done"] if state else []}
 
@@ -247,13 +242,20 @@ def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
     checkpoint the script knows is there is looked for in (no ``read_state``) does not ask
     whether the file exists."""
     out = []
+    # ``checkpoints`` that only ``checkpoint_at_gate`` calls: its lines written into that loop.
+    inline = checkpoint_at_gate in objects and "checkpoints" in objects and not (
+        {latest_checkpoint, "read_state"} & set(objects))
     for o in objects:
-        if o == "read_state":
+        if inline and o == "checkpoints":
+            continue
+        if inline and o is checkpoint_at_gate:
+            listing = source_as(globals()[f"checkpoints_{backend}"], "checkpoints")
+            out.append(_with_checkpoints_inlined(without_docstring(inspect.getsource(o)),
+                                                 without_lines(listing, "if not os.path.exists", extra=1)))
+        elif o == "read_state":
             kind = "persist" if backend == "persist" else "checkpoint"
             o = globals()[f"read_state_{kind}{'_done' if done_only else ''}"]
             out.append(source_as(o, "read_state"))
-        elif o == "read_checkpoint":
-            out.append(without_docstring(inspect.getsource(read_checkpoint)))
         elif o == "checkpoints":
             src = source_as(globals()[f"checkpoints_{backend}"], "checkpoints")
             if "read_state" not in objects:
@@ -262,6 +264,16 @@ def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
         else:
             out.append(without_docstring(inspect.getsource(o)))
     return "\n".join(out)
+
+
+def _with_checkpoints_inlined(finder: str, listing: str) -> str:
+    """``checkpoint_at_gate``'s source (``finder``) with the body of ``checkpoints`` (``listing``:
+    its statements, then ``return <the list>``) written into it: the statements first, the list
+    where it called ``checkpoints(location)``."""
+    *statements, last = listing.splitlines()[1:]
+    found = last.strip().removeprefix("return ")
+    head, *body = finder.splitlines()
+    return "\n".join([head, *statements, *(line.replace("checkpoints(location)", found) for line in body)])
 
 
 def _task_body(answers: bool, done: bool, bad: bool) -> str:
@@ -565,8 +577,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
                  for i, s in enumerate(steps)]
     text = " ".join(c for s in steps for c in (*s.calls, *(r for rs in s.racers for r in rs)))
     text += " " + check.state_src
-    readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, "read_checkpoint",
-                           checkpoint_at_gate, "read_state") if _needed(f, text, backend)]
+    readers = [f for f in (checkpointing, "checkpoints", latest_checkpoint, checkpoint_at_gate,
+                           "read_state") if _needed(f, text, backend)]
     if check.aspect == "outcome":
         readers.append(outcome)
     kept = (lambda name: "Kept()") if isolated else (lambda name: "{}")
@@ -623,7 +635,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps=tuple(steps),
         check=check,
         stdlib=("os", "tempfile", *(store.stdlib if store else ()),
-                *(["json"] if {"read_checkpoint", checkpoint_at_gate} & set(readers) else []),
+                *(["json"] if checkpoint_at_gate in readers or (
+                    "read_state" in readers and backend != "persist") else []),
                 *(["glob"] if twin or backend == "json" and "checkpoints" in readers else []),
                 *(["shutil"] if twin else []),
                 *(["uuid"] if "uuid." in text else []), *(["pathlib"] if Kept in readers else []),
@@ -771,8 +784,6 @@ def _needed(f, text: str, backend: str) -> bool:
     reads_checkpoints = backend != "persist" and "read_state(" in text
     if f == "checkpoints":
         return reads_checkpoints or "latest_checkpoint(" in text or "checkpoint_at_gate(" in text
-    if f == "read_checkpoint":  # checkpoint_at_gate reads its documents itself
-        return reads_checkpoints
     return (f if isinstance(f, str) else f.__name__) + "(" in text
 
 

@@ -14,7 +14,10 @@ at a pause and at the end only, without questions and pauses where no task has a
 saving at the end only, it awaits the run without reading its stream); ``task_body`` written into
 the step of a workflow of one task; ``RunState.answers`` only where a gate records one or the
 check reads it; a task raising "after it completed" set as the raise of the next task as it
-starts (where it fires), so the script takes the short ``crash_point``.
+starts (where it fires), so the script takes the short ``crash_point``; a crash point the run
+never reached (it stopped at an earlier task's question: ``unreached``) left out, said in its
+step; in a workflow without gates, ``read_state`` as ``read_done`` (no answers, nothing
+pending); in the ``wait`` idiom, ``drive`` without noting the question (its waiter says it).
 
 A race becomes straight lines: every racer restores the snapshot, then each answers and runs in
 turn: the interleaving in which all read before any writes (a forced race holds them there).
@@ -43,6 +46,7 @@ from adapters.toolkit.script import (
     pins,
     looped,
     race_interleaving,
+    source_as,
     step_of,
     thread_label,
     without_docstring,
@@ -108,6 +112,13 @@ async def drive(thread, handler, asked=None):
     return result
 
 
+def read_done(thread):
+    """``read_state`` of a workflow without gates: no answer to record, no question pending."""
+    rows = [s for t, _, s in SNAPSHOTS if t == thread]
+    value = json.loads(rows[-1]["state"]["state_data"])["value"] if rows else {"done": []}
+    return {"done": value["done"], "answers": {}, "pending": None}
+
+
 def outcome(stopped_at):
     return "interrupted" if isinstance(stopped_at, WorkflowIdleEvent) else "completed"
 
@@ -143,8 +154,9 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
     def begin(t):
         return [f'        crash_point({t}, "before its effect")'] if (t, "before_effect") in crash_at else []
 
-    events = [f"class Done{t}(Event):\n    pass" for t in range(1, n)]
-    events += [f"class Ask{g}(InputRequiredEvent):\n    pass\nclass Ans{g}(HumanResponseEvent):\n    pass"
+    # An event class is its name alone: one line each.
+    events = [f"class Done{t}(Event): pass" for t in range(1, n)]
+    events += [f"class Ask{g}(InputRequiredEvent): pass\nclass Ans{g}(HumanResponseEvent): pass"
                for g in sorted(gates)]
     lines = ["class Linear(Workflow):"]
     for t in range(1, n + 1):
@@ -217,6 +229,29 @@ def definitions(workflow, idiom: str, crash_at, *, answers: bool) -> list:
     return [state, *([] if one else [body]), linear]
 
 
+UNREACHED = " (it stops at task {gate}'s question first: the crash point is never reached)"
+
+
+def unreached(evidence, i: int) -> bool:
+    """Operation ``i`` has a crash point its run never reached: the call returned at the question
+    of a task before the one the point fires in (task t's "after it completed" fires as task
+    t + 1 begins), so it ran as it would without one.  Its step is written without it."""
+    crash = getattr(evidence.ops[i], "crash", None)
+    seen = evidence.observed[i] if i < len(evidence.observed) else None
+    if crash is None or seen is None or seen.outcome != "interrupted" or seen.state is None:
+        return False
+    pending = seen.state.pending
+    return pending is not None and pending < crash.task + (crash.phase == "after_commit")
+
+
+def without_unreached(evidence, i: int, step):
+    """``step`` without the crash point operation ``i`` never reached (``unreached``), said so."""
+    if step.crash is None or not unreached(evidence, i):
+        return step
+    gate = evidence.observed[i].state.pending
+    return replace(step, crash=None, comment=step.comment + UNREACHED.format(gate=gate))
+
+
 def as_raised(step, n: int):
     """A step in which task t < n raises "after it completed": the same crash set where it
     fires, as task t + 1 starts (its point "before its effect", where the full ``crash_point``
@@ -232,11 +267,15 @@ def as_raised(step, n: int):
                    comment=step.comment.replace(said, f"{said} (as task {task + 1} starts)", 1))
 
 
-def drive_source(gates: bool, every_step: bool, asked: bool) -> str:
+def drive_source(gates: bool, every_step: bool, asked: bool, idiom: str = "event") -> str:
     """``drive`` as the variant runs it: the per-event save only where it saves on every event
     (said there, with no switch to set); where nothing asks, no question to note and no pause to
-    stop at (and, saving at the end only, no stream to read: the run is awaited)."""
+    stop at (and, saving at the end only, no stream to read: the run is awaited); in the
+    ``wait`` idiom no question to note either (a pause there is its open waiter, which
+    ``read_state`` reads, as the case's view does)."""
     src = _source(drive)
+    if idiom == "wait":
+        src = without_lines(src, "InputRequiredEvent", extra=1)
     if every_step:
         src = src.replace("if EVERY_STEP and ", "if ")
     else:
@@ -250,9 +289,13 @@ def drive_source(gates: bool, every_step: bool, asked: bool) -> str:
     return src
 
 
-def reader_source(readers, idiom: str) -> str:
+def reader_source(readers, idiom: str, gates: bool = True) -> str:
     """The readers the script calls; ``read_state`` of the ``event`` idiom takes the question
-    from the stored row alone (no step waits inside the runtime: no waiter to read)."""
+    from the stored row alone (no step waits inside the runtime: no waiter to read); of a
+    workflow without gates, it is ``read_done`` (the tasks done: no answers, nothing asked)."""
+    if read_state in readers and not gates:
+        return "\n".join(source_as(read_done, "read_state") if f is read_state else _source(f)
+                         for f in readers)
     src = _source(*readers)
     if read_state in readers and idiom == "event":
         src = without_lines(src, "waiting = [", extra=1).replace("(waiting or [asked])[0]", "asked")
@@ -298,7 +341,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         if last and check.aspect == "outcome" and not calls[-1].startswith("await drive("):
             return None
         note = " (here: every racer restores the snapshot before any runs)"
-        steps.append(step_of(evidence, i, calls, note=note if op.name == "race" else ""))
+        steps.append(without_unreached(evidence, i, step_of(evidence, i, calls,
+                                                            note=note if op.name == "race" else "")))
     if check.aspect == "state":
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
@@ -308,11 +352,12 @@ def reproduction(variant, workflow, evidence) -> str | None:
                if f.__name__ + "(" in every or (f is outcome and check.aspect == "outcome")
                or (f is read_state and check.aspect == "state")]
     parts = [*definitions(workflow, options["gate"], crash_points(steps, workflow.n),
-                          answers=read_state in readers),
+                          answers=read_state in readers and bool(workflow.gates)),
              "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
              _source(save, *([load] if "load(" in every else [])),
-             drive_source(bool(workflow.gates), options["snapshot"] == "step", "asked=" in every),
-             *([reader_source(readers, options["gate"])] if readers else [])]
+             drive_source(bool(workflow.gates), options["snapshot"] == "step", "asked=" in every,
+                          options["gate"]),
+             *([reader_source(readers, options["gate"], bool(workflow.gates))] if readers else [])]
     glue = [*(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else []),
             "wf = Linear(timeout=None)"]

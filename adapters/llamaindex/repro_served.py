@@ -17,9 +17,16 @@ from the core's workflow definition (``repro.py``) and the definitions below, pa
 - DBOS (``dbos-wait``): ``launch()`` configures DBOS on a SQLite system database, the
   ``DBOSRuntime`` and the workflow on it; ``follow`` reads the run's published events.
 
-Not written (the adapter falls back to ``repro_legacy.py`` or to no script): SIGKILL, twin
-recovery, a recovery that waits for the server's start-up grace, a tamper other than the
-journal's ``corrupt``, a check of the stored state, DBOS traces with more than one start.
+- A hang (the last call ``stuck``) on one server: starts and answers only, which the fuzzer's
+  case sent to the one server it kept running, so the script does too (``serve_in_background``:
+  a thread serving it for the rest of the script); the last ``follow`` is bounded
+  (``follow_in_time``, 60 s), and its ``stuck`` is the defect.  A SIGKILL crash point that the
+  run never reached (it stopped at a question first) is left out: no process died.
+
+Not written (the adapter falls back to ``repro_legacy.py`` or to no script): a SIGKILL that
+fires, twin recovery, a recovery that waits for the server's start-up grace, a tamper other
+than the journal's ``corrupt``, a check of the stored state, DBOS traces with more than one
+start.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import contextlib
 import os
 import re
 import socket
+import threading
+import time
 
 import uvicorn
 from dbos import DBOS
@@ -38,9 +47,28 @@ from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 from workflows.events import StopEvent, WorkflowIdleEvent
 
 from adapters.toolkit.repro_runtime import WORKDIR
-from adapters.toolkit.script import Script, check_for, header, pins, source_as, step_of, without_lines
+from adapters.toolkit.script import (
+    OUTCOME_WORDS,
+    Check,
+    Script,
+    check_for,
+    header,
+    pins,
+    source_as,
+    step_of,
+    without_lines,
+)
 
-from .repro import _source, as_raised, crash_points, definitions, outcome, workflow_imports
+from .repro import (
+    _source,
+    as_raised,
+    crash_points,
+    definitions,
+    outcome,
+    unreached,
+    without_unreached,
+    workflow_imports,
+)
 
 Linear, EVENTS = None, []  # the script defines its workflow class (and lists its answer events)
 SERVER_PINS = ("llama-index-workflows", "llama-agents-server", "llama-agents-client")
@@ -70,6 +98,21 @@ async def serving():
     yield WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
     http.should_exit = True
     await serve
+
+
+def serve_in_background():
+    """The same server in a thread of its own for the rest of the script: every step talks to
+    this one server process, as the fuzzer's steps did (no restart between them)."""
+    server = WorkflowServer(workflow_store=SqliteWorkflowStore(DB))
+    server.add_workflow("linear", Linear(timeout=None), additional_events=EVENTS)
+    sock = socket.create_server(("127.0.0.1", 0))  # loopback only, a free port
+    http = uvicorn.Server(uvicorn.Config(server.app, log_level="warning"))
+    threading.Thread(target=asyncio.run, args=(http.serve(sockets=[sock]),), daemon=True).start()
+    for _ in range(3000):  # until the lifespan (the runtime) has started: 30 s at most
+        if http.started:
+            break
+        time.sleep(0.01)
+    return WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
 
 
 async def follow_once(client, handler_id, after):
@@ -102,6 +145,17 @@ async def follow(client, handler_id, after):
                             raise RuntimeError(f"the run failed: {event.value}")
                         if stop := kinds & {"WorkflowIdleEvent", "StopEvent"}:
                             return stop.pop()
+
+
+async def follow_in_time(client, handler_id, after):
+    """``follow``, bounded: ``None`` when the run neither waits nor stops within its 60 s."""
+    with contextlib.suppress(TimeoutError):
+        return await follow(client, handler_id, after)
+
+
+def outcome_in_time(stopped_at):
+    """``follow_in_time``'s last event: the run waits for an answer, has ended, or hangs."""
+    return {None: "stuck", "WorkflowIdleEvent": "interrupted"}.get(stopped_at, "completed")
 
 
 def outcome_of_server(stopped_at):
@@ -162,8 +216,11 @@ def _racers(log) -> tuple | None:
     return answer, tuple((f"asyncio.run(answer({e}))",) for e in events)
 
 
-def _steps(evidence, ops, check, dbos: bool, helpers: list) -> list | None:
-    """One ``Step`` per operation; ``helpers`` receives the definitions the steps call."""
+def _steps(evidence, ops, check, dbos: bool, helpers: list, one_server: bool = False) -> list | None:
+    """One ``Step`` per operation; ``helpers`` receives the definitions the steps call.
+    ``one_server``: the steps talk to the one server ``serve_in_background`` started (no
+    ``serving()`` block each), and the last call's
+    ``follow`` is ``follow_in_time``: a hang is the check's ``stuck``."""
     steps = []
     for i, op in enumerate(ops):
         log = evidence.calls[i]
@@ -185,32 +242,41 @@ def _steps(evidence, ops, check, dbos: bool, helpers: list) -> list | None:
         if i == evidence.step and check.aspect == "outcome" and not last.startswith(
                 ("await follow(", "(await client.get_handler(")):
             return None
-        if op.name in ("start", "resume", "recover") and not dbos:
+        if one_server and i == evidence.step:
+            calls[-1] = calls[-1].replace("await follow(", "outcome(await follow_in_time(", 1) + ")"
+        if op.name in ("start", "resume", "recover") and not (dbos or one_server):
             calls = _served(calls)
-        steps.append(step_of(evidence, i, calls))
+        steps.append(without_unreached(evidence, i, step_of(evidence, i, calls)))
     return steps
 
 
-def _server_parts(evidence, ops, check, steps, gates, helpers) -> tuple:
-    """The server's definitions (``serving``, ``follow``, what the steps call) and imports."""
+def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False) -> tuple:
+    """The server's definitions (``serving``, ``follow``, what the steps call) and imports;
+    ``one_server``: ``serve_in_background`` and its client, the bounded ``follow_in_time``."""
     racers = max((len(s.racers) for s in steps), default=0)
     events = ", ".join(f"{k}{g}" for g in sorted(gates) for k in ("Ask", "Ans"))
-    serve = _source(serving).replace(", additional_events=EVENTS",  # the answer events, if any
-                                     f", additional_events=[{events}]" if gates else "")
+    serve = _source(serve_in_background if one_server else serving).replace(
+        ", additional_events=EVENTS", f", additional_events=[{events}]" if gates else "")
     # An answer may reach a run the server is still rebuilding from its journal: the follow
     # that subscribes again when its stream is silent.
     answered = any(op.name in ("resume", "race") for op in ops)
     tampers = any(op.name == "tamper" for op in ops)
     if not tampers:  # only the tamper's SQL names the file again: no constant for it otherwise
         serve = serve.replace("SqliteWorkflowStore(DB)", f"SqliteWorkflowStore({DB_SRC})")
+    follows = [_source(follow) if answered else source_as(follow_once, "follow")]
+    outcomes = [source_as(outcome_of_server, "outcome")] if check.reads_outcome else []
+    if one_server:
+        follows.append(_source(follow_in_time))
+        outcomes = [source_as(outcome_in_time, "outcome")]
     parts = [*([f"DB = {DB_SRC}"] if tampers else []),
              *([f"ALL_UP = multiprocessing.Barrier({racers})"] if racers else []),
-             serve, _source(follow) if answered else source_as(follow_once, "follow"), *helpers,
-             *([source_as(outcome_of_server, "outcome")] if check.reads_outcome else [])]
+             serve, *follows, *helpers, *outcomes,
+             *(["client = serve_in_background()  # one server process for every step below"]
+               if one_server else [])]
     imports = ("import uvicorn", "from llama_agents.client import WorkflowClient",
                "from llama_agents.server import SqliteWorkflowStore, WorkflowServer")
     stdlib = ("contextlib", "socket", *(["multiprocessing"] if racers else []),
-              *(["sqlite3"] if tampers else []))
+              *(["sqlite3"] if tampers else []), *(["threading", "time"] if one_server else []))
     return parts, imports, stdlib
 
 
@@ -222,29 +288,55 @@ def _dbos_parts(check, gates) -> tuple:
     return parts, ("from dbos import DBOS", "from llama_agents.dbos import DBOSRuntime"), ()
 
 
+def hang_check(evidence) -> Check | None:
+    """The check of a call that never returned (``stuck``), which ``check_for`` leaves out (a
+    script that waits for it would hang too): the call's outcome, ``stuck`` once the bounded
+    ``follow_in_time`` gives up, where the contract allows it to return."""
+    observed = evidence.observed[evidence.step]
+    outcomes = tuple(dict.fromkeys(a.outcome for a in evidence.allowed))
+    if observed.outcome != "stuck" or not outcomes or "stuck" in outcomes:
+        return None
+    return Check(aspect="outcome", allowed=outcomes,
+                 expected="the call " + " or ".join(OUTCOME_WORDS[o] for o in outcomes),
+                 observed=f"the call never returns ({observed.error})" if observed.error
+                 else "the call never returns")
+
+
+def _hang_trace(backend: str, evidence, ops) -> bool:
+    """A hang on one server: starts and answers only (no restart between them in the fuzzer's
+    case), every SIGKILL crash point unreached (``unreached``: no process died), the last call
+    stuck."""
+    return (backend == "server" and evidence.observed[evidence.step].outcome == "stuck"
+            and all(op.name in ("start", "resume", "query") for op in ops)
+            and all(unreached(evidence, i) for i, op in enumerate(ops)
+                    if getattr(op, "crash", None) and op.crash.kind == "sigkill"))
+
+
 def served_reproduction(variant, workflow, evidence) -> str | None:
     backend = variant.options["backend"]
     dbos = backend == "dbos"
     ops = evidence.ops[: evidence.step + 1]
-    if any(op.name not in SUPPORTED[backend] for op in ops) or any(
-            getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
+    one_server = _hang_trace(backend, evidence, ops)
+    if any(op.name not in SUPPORTED[backend] for op in ops) or (not one_server and any(
+            getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops)):
         return None
     if dbos and sum(op.name == "start" for op in ops) != 1:
         return None  # one launch of DBOS per process (a second fails in llama-agents-dbos 0.7.0)
-    check = check_for(evidence, state_readable=False, outcome_readable=ops[-1].name != "race")
+    check = (hang_check(evidence) if one_server else
+             check_for(evidence, state_readable=False, outcome_readable=ops[-1].name != "race"))
     # A step failing at its crash point and a run the server failed both raise from ``follow``
     # (the failure is an event): the script cannot tell their outcomes apart.
     if check is None or (check.reads_outcome and getattr(ops[-1], "crash", None)):
         return None
     helpers = []
-    steps = _steps(evidence, ops, check, dbos, helpers)
+    steps = _steps(evidence, ops, check, dbos, helpers, one_server)
     if steps is None:
         return None
     gates = set(workflow.gates)
     steps = [as_raised(s, workflow.n) for s in steps]
     defined = definitions(workflow, variant.options["gate"], crash_points(steps, workflow.n), answers=False)
     parts, imports, stdlib = (_dbos_parts(check, gates) if dbos else
-                              _server_parts(evidence, ops, check, steps, gates, helpers))
+                              _server_parts(evidence, ops, check, steps, gates, helpers, one_server))
     if any(s.bad_output is not None for s in steps[1:]):
         parts.append("BAD_OUTPUT = None  # a task that writes a value outside the schema")
     # The event classes the definitions use (not the event names ``follow`` compares).

@@ -118,3 +118,50 @@ def test_a_recovery_only_the_copy_shows_copies_the_store_first(tmp_path):
     assert "verdict('the recovery of the copy (outcome, effects fired)', twin, [(status, fired)])" \
         in script
     check_standalone(script, HARNESS)
+
+
+@pytest.mark.parametrize("backend", ["json", "sqlite"])
+def test_checkpoints_only_the_gate_finder_reads_are_listed_in_it(backend):
+    """Where ``checkpoint_at_gate`` alone lists the checkpoints, the listing is written into its
+    loop (no ``checkpoints`` of its own), newest first as before; with another reader of the
+    list (``latest_checkpoint``), both keep calling ``checkpoints``.  The inlined finder runs:
+    it picks the newest checkpoint paused at the gate, as the two-function form does."""
+    from adapters.crewai import repro
+
+    alone = repro._source(repro.checkpoint_at_gate, "checkpoints", backend=backend)
+    assert "def checkpoints(" not in alone and "checkpoints(location)" not in alone
+    assert alone.count("\n") == repro._source(repro.checkpoint_at_gate, backend=backend).count("\n") + 1
+    shared = repro._source("checkpoints", repro.latest_checkpoint, repro.checkpoint_at_gate,
+                           backend=backend)
+    assert "def checkpoints(" in shared and "for loc in reversed(checkpoints(location)):" in shared
+    listing = repro._source("checkpoints", repro.latest_checkpoint, backend=backend)
+    found = []
+
+    class Provider:  # the documents the finder reads, by location: paused at gate 2 or not
+        def from_checkpoint(self, loc):
+            paused = "gate_2" if loc != last else "gate_3"
+            return json.dumps({"trigger": "method_execution_paused", "event_record": {"nodes": {
+                "n": {"event": {"type": "method_execution_paused", "method_name": paused}}}}})
+
+    import glob as glob_module
+    import sqlite3
+    import tempfile
+    where = tempfile.mkdtemp()
+    if backend == "json":
+        location = where
+        for k in range(3):
+            path = os.path.join(where, f"c{k}.json")
+            open(path, "w").write("{}")
+            os.utime(path, ns=(k, k))
+        last = os.path.join(where, "c2.json")
+    else:
+        location = os.path.join(where, "ck.db")
+        with sqlite3.connect(location) as db:
+            db.execute("CREATE TABLE checkpoints (id)")
+            db.executemany("INSERT INTO checkpoints VALUES (?)", [("x",), ("y",), ("z",)])
+        last = f"{location}#z"
+    for src in (alone, listing + "\n" + repro._source(repro.checkpoint_at_gate, backend=backend)):
+        scope = {"glob": glob_module, "os": os, "json": json, "SQLITE": sqlite3, "PROVIDER": Provider}
+        exec(src, scope)
+        found.append(scope["checkpoint_at_gate"](location, 2))
+    assert found[0] == found[1] and found[0] is not None and found[0] != last

@@ -67,3 +67,40 @@ def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "handler.ctx.send_event(Ans1(response='a'))" in repro.script
     check_standalone(repro.script, HARNESS)
+
+
+NO_GATES = CORPUS / "core-event-idle" / "StateMismatch-5829d95fd604.json"
+
+
+def test_repro_leaves_out_a_crash_point_its_run_never_reached(adapter):
+    """Run-1 is started with task 2 to raise "after it completed", but it stops at task 1's
+    question first: its step runs without a crash point (none fired); the fork that does raise
+    keeps its own.  Judged from the observation: had the start died, it would keep it."""
+    from dataclasses import replace
+
+    trace = load_trace(CRASH)
+    repro = reproduce(adapter, trace)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert "(it stops at task 1's question first: the crash point is never reached)" in script
+    assert "CRASH = (3, 'before its effect')" not in script and 'crash_point(3, ' not in script
+    assert "CRASH = (2, 'before its effect')" in script
+    # The wait idiom's drive notes no question: the open waiter is the pause.
+    assert "asked = int(type(event).__name__[3:])" not in script
+    calls = reprocheck.record(adapter, adapter.variant(trace.variant), trace)
+    died = replace(trace.observations[0], outcome="crashed", state=trace.observations[0].state)
+    kept = reprocheck.script_for(adapter, adapter.variant(trace.variant),
+                                 trace.with_(observations=(died, *trace.observations[1:])), calls)
+    assert "CRASH = (3, 'before its effect')" in kept.script
+
+
+def test_repro_without_gates_reads_the_tasks_done_alone(adapter):
+    """No task asks: no answers field in the state, and ``read_state`` reads the tasks done (no
+    answers, nothing pending); the events are one line each."""
+    repro = reproduce(adapter, load_trace(NO_GATES))
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert "answers: dict" not in script and "class Done1(Event): pass" in script
+    assert 'return {"done": value["done"], "answers": {}, "pending": None}' in script
+    assert repro.lines <= 66, script
+    check_standalone(script, HARNESS)

@@ -5,6 +5,7 @@ LlamaIndex gets right."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from fuzz import reprocheck
@@ -58,3 +59,40 @@ def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
     assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
     assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
     check_standalone(repro.script, HARNESS)
+
+
+STUCK = CORPUS / "server-event" / "Stuck-bddff149f8ee.json"
+# What the HTTP case records for that trace's operations (start, query, start, query, query,
+# resume): its calls, without a replay whose last step waits out the 120 s op limit.
+STUCK_CALLS = (
+    (("call", "await client.run_workflow_nowait('linear', handler_id='run-1')"),
+     ("call", "await follow(client, 'run-1', after=-1)")),
+    (),
+    (("call", "await client.run_workflow_nowait('linear', handler_id='run-2')"),
+     ("call", "await follow(client, 'run-2', after=-1)")),
+    (), (),
+    (("call", "await client.send_event('run-1', Ans1(response='a'))"),
+     ("call", "await follow(client, 'run-1', after=3)")),
+)
+
+
+def test_server_script_of_a_hang_keeps_one_server_and_bounds_the_wait(adapter):
+    """An answer to an idle handler, after a second handler started on the same server, never
+    reaches its run: the script keeps the one server the fuzzer's case kept (a restart per step
+    hides the hang), leaves out the SIGKILL crash point the run never reached, and bounds the
+    last wait, so the hang exits 1 instead of hanging the script."""
+    trace = load_trace(STUCK)
+    variant = adapter.variant(trace.variant)
+    repro = reprocheck.script_for(adapter, variant, trace, STUCK_CALLS)
+    script = repro.script
+    assert repro.checked and repro.lines <= 120, script
+    assert "client = serve_in_background()" in script and "async with serving()" not in script
+    assert "crash_point" not in script and "os.kill" not in script
+    assert "the crash point is never reached" in script
+    assert "return outcome(await follow_in_time(client, 'run-1', after=3))" in script
+    assert "verdict('outcome', status, ['interrupted'])" in script
+    check_standalone(script, HARNESS)
+    # A SIGKILL that fired (the server died) is not written this way: no checked script.
+    crashed = replace(trace.observations[0], outcome="crashed", error="SIGKILL")
+    killed = trace.with_(observations=(crashed, *trace.observations[1:]))
+    assert not reprocheck.script_for(adapter, variant, killed, STUCK_CALLS).checked
