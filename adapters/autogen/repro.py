@@ -10,11 +10,19 @@ state saved when a gate asked, as in the adapter (``stores.py``).  Each definiti
 what the trace uses: a workflow without gates gets a plain chain (one task: its one-node graph)
 whose ``Task`` never asks, ``TaskOutput`` fields, store functions, ``outcome``, ``read_state``
 and constants appear only where something reads them, and a crash of task t "after it
-completed" is written as task t + 1 failing as it starts, which it is, when t is not the last.
-The team itself is written out for the workflow's tasks (``_team_source``: each agent added and
-each edge drawn by name, tested against the generic builders below as ``_builder_source`` trims
-them); a forgery that only adds the next task's output pastes the ``rewrite`` that does that
-alone; a save after the checked step's last run is left out where the check counts effects.
+completed" is written as task t + 1 failing as it starts, which it is, when t is not the last;
+where no other step that runs the team enters the failing task, the task itself raises there
+(``_raising_in_task``), with no ``CRASH`` for a step to set.  The SQLite store is one connection
+the script opens (``SQLITE_OPEN``) unless a process is killed (then each call connects); the
+JSON store reads and writes with ``pathlib``, and where only the check reads it, ``read_state``
+reads the file itself; the guard against a run never saved is written only where the checked
+run has no save.  The team itself is written out for the workflow's tasks (``_team_source``:
+each agent added and each edge drawn by name, tested against the generic builders below as
+``_builder_source`` trims them); a forgery that only adds the next task's output pastes the
+``rewrite`` that does that alone (the output built and serialised by AgentChat's own message
+class); a save after the checked step's last run is left out where the check counts effects;
+a single-use output is built where it is sent, and ``on_reset``, which does nothing, is one
+line.
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -35,9 +43,9 @@ import copy
 import inspect
 import json
 import os
+import pathlib
 import re
 import sqlite3
-import uuid
 from dataclasses import replace
 
 from pydantic import BaseModel
@@ -54,6 +62,7 @@ from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, Swarm
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
+    MOMENTS,
     Script,
     check_for,
     header,
@@ -137,7 +146,7 @@ def swarm_lines() -> tuple[list, list]:
     lines = inspect.getsource(SwarmSpelling.on_messages).splitlines()
     asking = lines.index(next(line for line in lines if line.endswith("# asks")))
     done = lines.index(next(line for line in lines if line.endswith("# done")))
-    return lines[asking + 1:asking + 3], lines[done + 1:]
+    return lines[asking + 1:done], lines[done + 1:]
 
 
 def asks(message):
@@ -237,15 +246,12 @@ def build_one_task_swarm():
 
 def save_json(thread, state):
     """The "Managing State" tutorial's store: the saved team state as one JSON file per run."""
-    with open(os.path.join(WORKDIR, f"{thread}.json"), "w") as f:
-        json.dump(state, f)
+    pathlib.Path(WORKDIR, f"{thread}.json").write_text(json.dumps(state))
 
 
 def load_json(thread):
-    path = os.path.join(WORKDIR, f"{thread}.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
+    path = pathlib.Path(WORKDIR, f"{thread}.json")
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def save_sqlite(thread, state, label=""):
@@ -280,6 +286,38 @@ def overwrite_sqlite(thread, state):
                    "WHERE thread = ?)", (json.dumps(state), thread))
 
 
+# The SQLite store of a script in which no process is killed: one connection, opened (and the
+# table made) by the script's two lines ``SQLITE_OPEN``; a script with a SIGKILL connects anew in
+# every call (the functions above), as a process that forked must.
+SQLITE_OPEN = ('DB = sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite"), isolation_level=None)',
+               'DB.execute("CREATE TABLE saves (thread, label, state)")')
+DB: sqlite3.Connection | None = None
+
+
+def save_db(thread, state, label=""):
+    """Every saved team state, as a row of an append-only SQLite table, labelled."""
+    DB.execute("INSERT INTO saves VALUES (?, ?, ?)", (thread, label, json.dumps(state)))
+
+
+def load_db(thread, label="%"):
+    """The newest state saved for ``thread`` (with ``label``, if given)."""
+    rows = DB.execute("SELECT state FROM saves WHERE thread = ? AND label LIKE ? ORDER BY rowid DESC",
+                      (thread, label))
+    return next((json.loads(state) for (state,) in rows), None)
+
+
+def load_newest_db(thread):
+    """The newest state saved for ``thread``: ``load_db`` where no call asks for a label."""
+    rows = DB.execute("SELECT state FROM saves WHERE thread = ? ORDER BY rowid DESC", (thread,))
+    return next((json.loads(state) for (state,) in rows), None)
+
+
+def overwrite_db(thread, state):
+    """Replace the newest saved state of ``thread`` in place, with plain SQL."""
+    DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",
+               (json.dumps(state), thread))
+
+
 def outcome(result):
     """How run() ended: "interrupted" if its last message asks; "completed" if not, or if the
     caller did not run the team (``None``: the state it loaded asks for no answer)."""
@@ -294,8 +332,7 @@ def outcome_without_gates(result):
 def read_state(thread):
     """Tasks done, answers and the gate asking, as the newest saved team state has them."""
     state, done, answers, pending = load(thread), [], {}, None
-    agents = state["agent_states"].values() if state else []
-    for m in [m for a in agents if "message_thread" in a for m in a["message_thread"]]:
+    for m in [m for a in state["agent_states"].values() for m in a.get("message_thread", [])]:
         if m.get("type") == "StructuredMessage[TaskOutput]":
             done.append(m["content"]["out"])
             if m["content"]["answer"] is not None:
@@ -309,33 +346,19 @@ def read_state(thread):
 def read_state_without_gates(thread):
     """``read_state`` of a team in which no task asks: the tasks done."""
     state = load(thread)
-    agents = state["agent_states"].values() if state else []
-    done = [m["content"]["out"] for a in agents for m in a.get("message_thread", [])
+    done = [m["content"]["out"] for a in state["agent_states"].values() for m in a.get("message_thread", [])
             if m.get("type") == "StructuredMessage[TaskOutput]"]
     return {"done": done, "answers": {}, "pending": None}
 
 
-def rewrite_first_output(state, done, answers):
-    """``rewrite`` where the run wrote no output yet and the forgery has one: a new task output
-    in the manager's thread (what ``statefmt.rewrite`` appends then)."""
+def rewrite_next_output(state, done, answers):
+    """``rewrite`` where the forgery only adds the next task's output (one task more than the run
+    wrote): task ``done[-1]``'s output, as AutoGen serialises a message, appended to the
+    manager's thread (what ``statefmt.rewrite`` appends then, but for its id and time)."""
     state, t = copy.deepcopy(state), done[-1]
     thread = next(a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a)
-    thread.append({"id": str(uuid.uuid4()), "source": f"t{t}", "models_usage": None, "metadata": {},
-                   "created_at": "2026-01-01T00:00:00Z", "format_string": None,
-                   "content": {"task": t, "out": t, "answer": answers.get(t)},
-                   "type": "StructuredMessage[TaskOutput]"})
-    return state
-
-
-def rewrite_one_more(state, done, answers):
-    """``rewrite`` where the forgery has one task more than the run wrote: a copy of the newest
-    task output, as task ``done[-1]``, appended to the manager's thread."""
-    state, kind, t = copy.deepcopy(state), "StructuredMessage[TaskOutput]", done[-1]
-    thread = next(a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a)
-    new = copy.deepcopy([m for m in thread if m.get("type") == kind][-1])
-    new.update(id=str(uuid.uuid4()), source=f"t{t}",
-               content={"task": t, "out": t, "answer": answers.get(t)})
-    thread.append(new)
+    output = TaskOutput(task=t, out=t, answer=answers.get(t))
+    thread.append(StructuredMessage[TaskOutput](content=output, source=f"t{t}").dump())
     return state
 
 
@@ -353,7 +376,7 @@ def _rewriter(evidence, i: int, call: str):
     kept = {str(t): v for t, v in answers.items() if t in real["done"]}
     if done[:-1] != real["done"] or kept != {str(t): v for t, v in real["answers"].items()}:
         return rewrite  # an answer changed, or a task less
-    return rewrite_one_more if real["done"] else rewrite_first_output
+    return rewrite_next_output
 
 
 # -- composing it ----------------------------------------------------------------------------------
@@ -403,6 +426,22 @@ def _task_source(shape: str, workflow_n: int, gated: bool, end: bool, bad: bool)
         lines[last:last + 1] = [line.replace("self.t == N:", f"self.t == {workflow_n}:")
                                 for line in replying]
     return "\n".join(lines)
+
+
+def _inlined_output(agent: str) -> str:
+    """``agent`` with its output built where it is sent (``content=TaskOutput(out=self.t)``) when
+    that line stays short, and its ``on_reset``, which does nothing, on one line."""
+    agent = agent.replace("    async def on_reset(self, cancellation_token):\n        pass",
+                          "    async def on_reset(self, cancellation_token): pass")
+    match = re.search(r"^ +output = (TaskOutput\([^()]*\))\n(.*)content=output,(.*)$", agent,
+                      flags=re.MULTILINE)
+    line = match and f"{match.group(2)}content={match.group(1)},{match.group(3)}"
+    if not line or len(line) > LONGEST:
+        return agent
+    return agent.replace(match.group(0), line)
+
+
+LONGEST = 120  # characters: about the longest line of the runtime a script carries (``verdict``)
 
 
 def _builder_source(shape: str, workflow, step: bool) -> str:
@@ -500,16 +539,24 @@ def _team_source(shape: str, workflow, step: bool) -> str:
                       + f"termination_condition=stop{turns})"])
 
 
-def _store(every: str, sqlite_store: bool, check, ops) -> list:
-    """The sources of the store's functions the script calls, each under the name the calls
-    use: ``save`` where a call saves, ``load`` where one loads or the check reads the state
-    (with its guard against a run never saved only where the checked run has no save), and
-    ``overwrite`` for a tamper."""
+def _store(every: str, sqlite_store: bool, check, ops, shared: bool):
+    """The store as the script writes it: the sources of the functions its calls use, each under
+    the name the calls use (``save`` where a call saves, ``load`` where one loads or the check
+    reads the state, ``overwrite`` for a tamper), the lines that open it (the one SQLite
+    connection where ``shared``: no process is killed), and what makes ``read_state``'s source
+    read the state: with a guard against a run never saved only where the checked run has no
+    save, and, where nothing else loads from the JSON store, reading the file itself."""
     thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
     unsaved = check.reads_state and f"save({thread_label(thread)!r}" not in every
-    if sqlite_store:
-        load = load_sqlite if re.search(r"\bload\([^()]*,", every) else load_newest_sqlite
-        loader = source_as(load, "load")
+    labelled = re.search(r"\bload\([^()]*,", every) is not None
+    setup, inline = [], False
+    if sqlite_store and shared:
+        store = {"save": source_as(save_db, "save"),
+                 "load": source_as(load_db if labelled else load_newest_db, "load"),
+                 "overwrite": source_as(overwrite_db, "overwrite")}
+        setup = list(SQLITE_OPEN)
+    elif sqlite_store:
+        loader = source_as(load_sqlite if labelled else load_newest_sqlite, "load")
         if not unsaved:  # something was saved before anything loads: the table exists
             loader = without_lines(loader, "CREATE TABLE")
         store = {"save": source_as(save_sqlite, "save"), "load": loader,
@@ -518,13 +565,38 @@ def _store(every: str, sqlite_store: bool, check, ops) -> list:
         loader = source_as(load_json, "load")
         if not unsaved:  # the file exists when anything loads
             loader = loader.replace(
-                '    path = os.path.join(WORKDIR, f"{thread}.json")\n    if os.path.exists(path):\n'
-                '        with open(path) as f:\n            return',
-                '    with open(os.path.join(WORKDIR, f"{thread}.json")) as f:\n        return')
+                '    path = pathlib.Path(WORKDIR, f"{thread}.json")\n'
+                '    return json.loads(path.read_text()) if path.exists() else None',
+                f'    return {JSON_READ}')
         store = {"save": source_as(save_json, "save"), "load": loader}
-    used = {"save": "save(" in every, "load": "load(" in every or check.reads_state,
+        inline = "load(" not in every  # only read_state loads: it reads the file
+    used = {"save": "save(" in every, "load": "load(" in every or (check.reads_state and not inline),
             "overwrite": "overwrite(" in every}
-    return [src for name, src in store.items() if used[name]]
+
+    def reader(src: str) -> str:
+        if inline and unsaved:
+            src = src.replace("):\n", '):\n    path = pathlib.Path(WORKDIR, f"{thread}.json")\n', 1)
+            read = f"{JSON_READ_PATH} if path.exists() else {NOTHING_SAVED}"
+        elif inline:
+            read = JSON_READ
+        elif unsaved:
+            read = f"load(thread) or {NOTHING_SAVED}"
+        else:
+            return src
+        # alone on its line as is; in a tuple (``state, done, ... = load(thread), [], ...``) in
+        # parentheses where it is a conditional expression
+        src = src.replace("= load(thread)\n", f"= {read}\n").replace(
+            "load(thread),", f"({read})," if " if " in read or " or " in read else f"{read},")
+        tuple_line = f"    state, done, answers, pending = ({read}), [], {{}}, None"
+        if len(tuple_line) > LONGEST:  # the state read on a line of its own
+            src = src.replace(tuple_line, f"    state = {read}\n    done, answers, pending = [], {{}}, None")
+        return src
+    return [src for name, src in store.items() if used[name]], setup, reader
+
+
+JSON_READ = 'json.loads(pathlib.Path(WORKDIR, f"{thread}.json").read_text())'
+JSON_READ_PATH = "json.loads(path.read_text())"
+NOTHING_SAVED = '{"agent_states": {}}'  # the state of a run never saved: no agent, no message
 
 
 def _crash_at_next_task(step, workflow):
@@ -535,6 +607,38 @@ def _crash_at_next_task(step, workflow):
     t, _, kind = step.crash
     return replace(step, crash=(t + 1, "before_effect", kind), comment=step.comment.replace(
         " after it completed", f" after it completed (as task {t + 1} starts)", 1))
+
+
+def _raising_in_task(steps: list, agent: str, check, evidence, workflow):
+    """Where the one crash of the trace is an exception at a task's own moment, the check does
+    not tell a crash from a refusal, and no other step that runs the team enters that task (it
+    is no gate, nor a gate's asker, and fired no effect there): the task itself raising there
+    (``if self.t == t: raise``), in place of the runtime's ``crash_point`` and the ``CRASH``
+    the step would set; the step runs through ``observe``, which catches it."""
+    crashing = [i for i, s in enumerate(steps) if s.crash is not None]
+    if len(crashing) != 1 or check.reads_outcome:
+        return steps, agent
+    i = crashing[0]
+    t, phase, kind = steps[i].crash
+    if kind != "exception" or phase not in ("before_effect", "in_flight"):
+        return steps, agent
+    for j, step in enumerate(steps):
+        if j == i or not any(RUNS.search(c) for c in step.calls):
+            continue
+        observed = evidence.observed[j] if j < len(evidence.observed) else None
+        if t in workflow.gates or observed is None or t in {task for _, task, _ in observed.effects}:
+            return steps, agent  # the task may run there too: the runtime's crash point
+    moment = MOMENTS[phase]
+    point = f'        crash_point(self.t, "{moment}")\n'
+    if point not in agent:
+        return steps, agent
+    raising = (f"        if self.t == {t}:  # the crash point of step {i + 1}\n"
+               f'            raise RuntimeError("task {t} fails {moment}")\n')
+    steps = [*steps[:i], replace(steps[i], crash=None, guarded=True), *steps[i + 1:]]
+    return steps, without_lines(agent.replace(point, raising), "crash_point(")
+
+
+RUNS = re.compile(r"\.run(_stream)?\(")  # a call that runs the team: its tasks execute
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
@@ -579,7 +683,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
     bad = any(s.bad_output is not None for s in steps)
     end = shape in ("loop", "loopany") and workflow.n in workflow.gates
     agent = _task_source(shape, workflow.n, gated, end, bad)
-    store = _store(every, sqlite_store, check, ops)
+    steps, agent = _raising_in_task(steps, agent, check, evidence, workflow)
+    killed = any(s.crash is not None and s.crash[2] == "sigkill" for s in steps)
+    store, opening, reader = _store(every, sqlite_store, check, ops, shared=not killed)
     tampered = "rewrite(" in every
     rewriters = {_rewriter(evidence, i, c) for i, s in enumerate(steps) for c in s.calls
                  if "rewrite(" in c}
@@ -593,12 +699,13 @@ def reproduction(variant, workflow, evidence) -> str | None:
         # no output's task number or answer is read (only the tasks done, or nothing)
         output = without_lines(without_lines(output, "answer:"), "task: int")
         agent = agent.replace("task=self.t, ", "").replace(", answer=value", "")
-    parts = [output, agent, _team_source(shape, workflow, options["save"] == "step"),
-             *store,
-             *(source_as(f, {outcome_without_gates: "outcome", rewrite_one_more: "rewrite",
-                             rewrite_first_output: "rewrite",
-                             read_state_without_gates: "read_state"}.get(f, f.__name__))
-               for f in readers)]
+    names = {outcome_without_gates: "outcome", rewrite_next_output: "rewrite",
+             read_state_without_gates: "read_state"}
+    parts = [output, _inlined_output(agent),
+             _team_source(shape, workflow, options["save"] == "step"),
+             *(["\n".join(opening)] if opening and store else []), *store,
+             *((reader if f in (read_state, read_state_without_gates) else str)(
+                 source_as(f, names.get(f, f.__name__))) for f in readers)]
     if "asks(" in "\n".join(parts):  # what tells an asking message (not in a chain)
         parts.insert(2, _source(asks))
     defined = "\n".join(parts)
@@ -625,8 +732,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
                f"from autogen_agentchat.messages import {', '.join(messages)}",
                "from autogen_agentchat.teams import "
                + ("Swarm" if shape == "handoff" else "DiGraphBuilder, GraphFlow"))
-    stdlib = ["json", "os"] + (["sqlite3"] if sqlite_store else []) + (
-        ["copy", "uuid"] if tampered else [])
+    stdlib = ["json", "os"] + [m for m in ("copy", "pathlib", "sqlite3", "uuid") if f"{m}." in defined]
     return Script(
         header=header("AutoGen AgentChat", variant.description, evidence,
                       pins(evidence, PINNED)),

@@ -218,6 +218,9 @@ class Script:
         if step.observed and self.check.reads_outcome:
             calls = _returning(calls)
         if sigkill:
+            if self.asynchronous:  # awaited calls: a coroutine, which the child runs to its end
+                lines += [f"async def calls_{i}():", *(f"    {c}" for c in calls)]
+                calls = [f"return asyncio.run(calls_{i}())"]
             lines += [f"def step_{i}():", *(f"    {c}" for c in step.child_setup)]
             lines += [f"    {c}" for c in calls]
             run = f"in_child(step_{i}, {crash})" if crash else f"in_child(step_{i})"

@@ -107,6 +107,26 @@ def test_a_sigkill_runs_in_a_child_that_kills_itself(tmp_path):
     assert proc.returncode == 1 and "DEFECT SHOWS" in proc.stdout
 
 
+def test_an_asynchronous_sigkill_step_runs_its_coroutine_in_the_child(tmp_path):
+    # Awaited calls in a plain ``def step_2()`` would be a SyntaxError: the script would exit 1
+    # without ever forking, a "reproduction" that shows nothing.
+    workflow = (WORKFLOW.replace("FORGETFUL_VALUE", "True")
+                + "async def arun(thread):\n    return run(thread)\n")
+    source = Script(
+        header="Task 1 must not run twice.", imports=(), workflow_src=workflow,
+        steps=(Step(comment="First run", calls=("await arun('run-1')",)),
+               Step(comment="Run again", calls=("await arun('run-1')",),
+                    crash=(1, "in_flight", "sigkill"), observed=True)),
+        check=Check(aspect="effects", allowed=((),), expected="no task runs",
+                    observed="task 1 runs again"),
+        asynchronous=True,
+    ).source()
+    assert "async def calls_2():\n    await arun('run-1')\ndef step_2():\n    return asyncio.run(calls_2())" in source
+    proc = run(source, tmp_path)
+    assert "the child process was killed" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "DEFECT SHOWS" in proc.stdout
+
+
 def test_a_traceback_is_not_a_verdict(tmp_path):
     source = compose(True).replace("run('run-1')\n# 2.", "run('run-1')\nraise SystemError\n# 2.")
     proc = run(source, tmp_path)

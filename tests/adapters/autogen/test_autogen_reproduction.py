@@ -14,6 +14,11 @@ from conftest import variant_named
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "autogen"
 BAD_OUTPUT = CORPUS / "graphflow-loop-hitl-json" / "InvalidPersist-2c1deb3646fd.json"
+# A task raising in the one run, nothing saved before it (JSON, SQLite), and in the resume after
+# a start that never entered that task.
+CRASHED_JSON = CORPUS / "graphflow-loop-hitl-json" / "StateMismatch-feab32168e0d.json"
+CRASHED_SQLITE = CORPUS / "graphflow-loop-hitl-sqlite" / "StateMismatch-e78646ec6693.json"
+CRASHED_ON_RESUME = CORPUS / "graphflow-loopany-hitl-sqlite" / "StateMismatch-9925b971a352.json"
 # Kept beside the test: the minimizer replaced them in the corpus, the free race by a forced one
 # and the forged state before a fork by one before a resume; these paths stay tested.
 DATA = Path(__file__).resolve().parent / "data"
@@ -77,10 +82,12 @@ def _entry(op: str):
 
 def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):
     """The fuzzer recovers the original store, then a copy taken before the call; a finding on
-    the first needs only a plain recovery, which the script says."""
+    the first needs only a plain recovery, which the script says.  The recovery runs the task
+    that failed before: the crash stays the runtime's, set for the failing step alone."""
     repro = reproduce(adapter, _entry("twin_recover"))
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert "after the failure, the first of two recoveries each on its own copy" in repro.script
+    assert "CRASH = (2, 'before its effect')" in repro.script and "raise RuntimeError" not in repro.script
     check_standalone(repro.script, HARNESS)
 
 
@@ -89,3 +96,83 @@ def test_repro_of_a_stale_resume_loads_the_state_held_since_the_gate_asked(adapt
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     assert "state = load('run-1', 'interrupt:t1')  # held since gate 1 asked" in repro.script
     check_standalone(repro.script, HARNESS)
+
+
+def _body(script):
+    return script.split('"""', 2)[2]  # after the header, which names the crash
+
+
+def test_repro_of_a_task_raising_in_the_one_run_that_enters_it_raises_in_the_task(adapter):
+    """The crash of the only step that enters the task is the task's own ``raise``: no
+    ``CRASH`` for a step to set, no runtime ``crash_point``.  The SQLite store is one
+    connection; where nothing but the check loads from the JSON store, ``read_state`` reads the
+    file itself."""
+    for path in (CRASHED_JSON, CRASHED_SQLITE, CRASHED_ON_RESUME):
+        repro = reproduce(adapter, path)
+        assert repro.checked and repro.reproduces == (1, 1), (path, repro.outputs)
+        body = _body(repro.script)
+        assert 'if self.t == 2:  # the crash point of step' in body, path
+        assert 'raise RuntimeError("task 2 fails before its effect")' in body, path
+        assert "CRASH" not in body and "crash_point" not in body, path
+        check_standalone(repro.script, HARNESS)
+        assert "    async def on_reset(self, cancellation_token): pass" in body, path
+        assert max(len(line) for line in body.splitlines() if not line.startswith("# ")) <= 120
+        if path != CRASHED_ON_RESUME:  # no gate: the output is built where it is sent
+            assert "(content=TaskOutput(out=self.t), source=self.name))" in body, path
+        if path == CRASHED_JSON:
+            assert "def load(" not in body and 'path = pathlib.Path(WORKDIR, f"{thread}.json")' in body
+            assert repro.lines <= 60, repro.script
+        else:
+            assert 'DB = sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite"), isolation_level=None)' in body
+            assert "with sqlite3.connect(" not in body
+
+
+def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call():
+    """A process that forks and dies takes no connection along: where a step is killed, each
+    store call connects (``shared=False``); elsewhere the script opens one connection."""
+    from types import SimpleNamespace
+
+    from adapters.autogen import repro as generator
+
+    every = "save('run-1', await team.save_state())\nawait team.load_state(load('run-1'))"
+    check = SimpleNamespace(reads_state=False)
+    ops = [SimpleNamespace(name="start", thread="t0")]
+    per_call, opening, _ = generator._store(every, True, check, ops, shared=False)
+    assert not opening and all("with sqlite3.connect(" in src for src in per_call)
+    shared, opening, _ = generator._store(every, True, check, ops, shared=True)
+    assert opening == list(generator.SQLITE_OPEN)
+    assert not any("connect(" in src for src in shared)
+    namespace = {"WORKDIR": str(__import__("tempfile").mkdtemp()), **vars(__import__("builtins"))}
+    exec("import json, os, sqlite3\n" + "\n".join([*opening, *shared]), namespace)
+    namespace["save"]("run-1", {"n": 1})
+    namespace["save"]("run-1", {"n": 2})
+    assert namespace["load"]("run-1") == {"n": 2} and namespace["load"]("run-2") is None
+
+
+def test_the_task_raises_itself_only_where_no_other_run_enters_it():
+    """``_raising_in_task``: a crash after the effect is the task's own ``raise`` after its
+    effect; where another step that runs the team fired the task's effect, or the task is a
+    gate, the step keeps the runtime's crash point."""
+    from types import SimpleNamespace
+
+    from adapters.autogen import repro as generator
+    from adapters.toolkit.script import Step
+
+    agent = generator._source(generator.Task)
+    run = "result = await team.run(task=TextMessage(source='user', content='start'))"
+    steps = [Step(comment="start", calls=(run, "save('run-1', await team.save_state())")),
+             Step(comment="resume", calls=(run,), crash=(2, "in_flight", "exception"), observed=True)]
+    check = SimpleNamespace(reads_outcome=False)
+    quiet = SimpleNamespace(observed=[SimpleNamespace(effects=(("t0", 1, None),)), None])
+    new_steps, new_agent = generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[]))
+    assert new_steps[1].crash is None and new_steps[1].guarded and new_steps[0] == steps[0]
+    assert "crash_point(" not in new_agent
+    lines = new_agent.splitlines()
+    at = lines.index("        if self.t == 2:  # the crash point of step 2")
+    assert lines[at + 1] == '            raise RuntimeError("task 2 fails after its effect")'
+    assert "effect(self.t, value)" in lines[at - 1]
+    entered = SimpleNamespace(observed=[SimpleNamespace(effects=(("t0", 2, None),)), None])
+    assert generator._raising_in_task(steps, agent, check, entered, SimpleNamespace(gates=[])) == (steps, agent)
+    assert generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[2])) == (steps, agent)
+    reads = SimpleNamespace(reads_outcome=True)
+    assert generator._raising_in_task(steps, agent, reads, quiet, SimpleNamespace(gates=[])) == (steps, agent)
