@@ -5,7 +5,18 @@ definitions below (pasted into the script by name with ``inspect.getsource``: ea
 and the calls ``case.py`` recorded while the engine replayed the trace: the persistence it
 opened, ``graph.initialize`` / ``graph.iter`` / ``graph.iter_from_persistence``, then ``drive(run)``
 (the docs' loop over ``run.next()``, up to a gate with no answer), in order.  Each operation is
-an ``async def`` run with ``asyncio.run``, as the case does.
+an ``async def`` run with ``asyncio.run``, as the case does (one awaited call that nothing
+observes: ``asyncio.run(call)``).
+
+Each script is specialised to its trace, to stay short: ``drive``'s loop written where it runs
+when it runs once or twice (``_drive_inlined``), its condition without ``GATES`` where the
+workflow has no gate or only gates (``_loop``); one persistence object ``p`` made before the
+steps where there is one run and no race (``_one_persistence``: the in-memory one is one object
+anyway, a ``FileStatePersistence`` holds only its path and types), typed only where the script
+loads from it before a graph call has typed it; a one-task classes shape's ``T1`` written out
+(no ``task_class``); the fields, names and helpers nothing in the script reads left out (a
+gateless workflow's ``answer`` and ``answers``, ``N`` / ``GATES``, ``outcome``, a ``load_all()``
+whose result is unread, ``snapshot =`` where the docs' idiom found none).
 
 Written for both node shapes (one ``Task(t, answer)`` class, or ``T1`` .. ``Tn`` from
 ``task_class``), the file and in-memory persistences, start / resume / recover / fork, exception
@@ -137,6 +148,18 @@ def task_class(t, following):
                           namespace={"run": run, "t": t})
 
 
+@dataclass
+class T1(BaseNode[State, None, None]):
+    """The ``classes`` shape for a workflow of one task: its node class written out (no
+    ``task_class`` factory for one class); a gate's has an ``answer`` field."""
+
+    answer: str | None = None
+
+    async def run(self, ctx: GraphRunContext[State]) -> End[None]:
+        task_body(1, self.answer, ctx.state)
+        return End(None)
+
+
 def file_persistence(thread):
     p = FileStatePersistence(Path(WORKDIR) / f"{thread}.json")
     p.set_graph_types(graph)
@@ -231,9 +254,11 @@ def _state_src(backend: str, op) -> str:
 
 
 def shape_glue(shape: str, n: int) -> list:
-    """The graph: one ``Task`` class, or (``classes``) ``T1`` .. ``Tn``, built last to first."""
-    if shape == "single":
-        return ["graph = Graph(nodes=[Task], state_type=State, run_end_type=type(None))"]
+    """The graph: one ``Task`` class, or (``classes``) ``T1`` .. ``Tn``, built last to first
+    (one task: ``T1``, written out)."""
+    if shape == "single" or n == 1:
+        node = "Task" if shape == "single" else "T1"
+        return [f"graph = Graph(nodes=[{node}], state_type=State, run_end_type=type(None))"]
     made = [f"T{t} = task_class({t}, {f'T{t + 1}' if t < n else 'None'})" for t in range(n, 0, -1)]
     nodes = ", ".join(f"T{t}" for t in range(1, n + 1))
     return [*made, f"graph = Graph(nodes=[{nodes}], state_type=State, run_end_type=type(None))"]
@@ -340,26 +365,184 @@ def _gateless(body: str) -> str:
     return body.replace("effect(t, value)", "effect(t, None)")
 
 
-def _inlined(task_src: str, body_src: str) -> str:
-    """The ``single`` shape's ``Task`` with its task body written inside ``run`` (no
-    ``task_body`` to define and call): the body's lines, its parameters read off the node and
-    the context."""
+def _inlined(task_src: str, body_src: str, names=None) -> str:
+    """A node class (the ``single`` shape's ``Task``, the one-task ``T1``) with its task body
+    written inside ``run`` (no ``task_body`` to define and call): the body's lines, its
+    parameters read off the node and the context (``names``: what each parameter becomes)."""
+    names = names or {"t": "self.t", "answer": "self.answer", "state": "ctx.state"}
     lines = body_src.splitlines()[1:]  # the body, under its ``def`` line
-    names = {"t": "self.t", "answer": "self.answer", "state": "ctx.state"}
     lines = [re.sub(r"\b(t|answer|state)\b", lambda m: names[m.group(1)], "    " + line)
              for line in lines]
-    call = "        task_body(self.t, self.answer, ctx.state)"
-    assert call in task_src.splitlines(), "Task.run no longer calls task_body"
+    call = next((line for line in task_src.splitlines()
+                 if line.strip().startswith("task_body(")), None)
+    assert call is not None, "the node's run no longer calls task_body"
     return task_src.replace(call, "\n".join(lines))
+
+
+def _all_gates(body: str) -> str:
+    """A task body for a workflow whose every task is a gate: the answer is the value (no
+    ``value`` to compute from ``GATES``), and it is recorded as it is: a gate's node runs only
+    with its answer set (``drive``'s loop stops at a gate without one, and every node a script
+    runs, it runs through that loop)."""
+    body = without_lines(body, "value = answer if t in GATES else None")
+    lines = re.sub(r"\bvalue\b", "answer", body).splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.strip() == "if answer is not None:":
+            continue
+        if i and lines[i - 1].strip() == "if answer is not None:":
+            line = line.replace("    ", "", 1)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _node_src(shape: str, workflow, body_src: str, *, reads_task: bool) -> str:
+    """The node classes, each with the task body written inside its ``run``: ``Task`` (single
+    shape), ``T1`` written out (classes shape, one task), or the ``task_class`` factory; the
+    fields nothing reads left out (a gateless workflow's ``answer``; a one-task ``Task``'s
+    number, unless ``reads_task``: the calls then make ``Task()``, see ``_unnumbered``), and a
+    one-task ``Task``'s successor (there is none)."""
+    if shape == "single" and workflow.n == 1 and not reads_task:
+        src = _inlined(_source(Task), body_src, {"t": "1", "answer": "self.answer",
+                                                  "state": "ctx.state"})
+        src = without_lines(src.replace("return End(None) if self.t >= N else Task(self.t + 1)",
+                                        "return End(None)"), "    t: int")
+    elif shape == "single":
+        src = _inlined(_source(Task), body_src)
+        if workflow.n == 1:
+            src = src.replace("return End(None) if self.t >= N else Task(self.t + 1)",
+                              "return End(None)")
+    elif workflow.n == 1:
+        src = _inlined(_source(T1), body_src, {"t": "1", "answer": "self.answer",
+                                                "state": "ctx.state"})
+        if reads_task:  # read_state tells a gate's snapshot by its node's task number
+            src = src.replace("    answer: str | None = None",
+                              "    t = 1\n    answer: str | None = None")
+    else:  # ``task_class``'s run, for each task t
+        answer = "self.answer" if set(workflow.gates) == set(range(1, workflow.n + 1)) \
+            else 'getattr(self, "answer", None)'
+        return _inlined(_source(task_class), body_src,
+                        {"t": "t", "answer": answer, "state": "ctx.state"})
+    if not workflow.gates:
+        src = without_lines(src, "    answer: str | None = None")
+    return src
+
+
+def _unnumbered(steps: list) -> list:
+    """The steps of a one-task workflow on the single shape whose ``Task`` has no number (the
+    script reads none): ``Task(1)`` made as ``Task()``, ``Task(1, answer=v)`` as
+    ``Task(answer=v)``."""
+    def call(c):
+        return re.sub(r"\bTask\(1\)", "Task()", re.sub(r"\bTask\(1, ", "Task(", c))
+    return [replace(s, calls=tuple(map(call, s.calls))) for s in steps]
+
+
+def _loop(workflow) -> str:
+    """``drive``'s loop header, for this workflow: no gate to stop at (none), or every task a
+    gate (the node's answer says it all)."""
+    if not workflow.gates:
+        return "while not isinstance(run.next_node, End):"
+    if set(workflow.gates) == set(range(1, workflow.n + 1)):
+        return "while not isinstance(run.next_node, End) and run.next_node.answer:"
+    return ("while not isinstance(run.next_node, End) and (run.next_node.t not in GATES or "
+            "run.next_node.answer):")
+
+
+_DRIVE = "await drive(run)"
+
+
+def _drive_inlined(steps: list, loop: str, check) -> list | None:
+    """The steps with ``drive``'s loop written where it is called, when it is called once or
+    twice (``None``: more often, or never; the script then defines ``drive``); the checked
+    step's outcome read off ``run.next_node`` after it."""
+    uses = sum(c.strip() == _DRIVE for s in steps for c in s.calls)
+    if not 0 < uses <= 2:
+        return None
+    out = []
+    for s in steps:
+        calls = []
+        for k, c in enumerate(s.calls):
+            if c.strip() != _DRIVE:
+                calls.append(c)
+                continue
+            indent = c[: len(c) - len(c.lstrip())]
+            calls += [indent + loop, indent + "    await run.next()"]
+            if s.observed and check.reads_outcome and k == len(s.calls) - 1:
+                calls.append(indent + "outcome(run.next_node)")  # returned, by Script
+        out.append(replace(s, calls=tuple(calls)))
+    return out
+
+
+_OPEN = re.compile(r"^p = (?:file|memory)_persistence\((?P<run>'[^']*')\)$")
+
+
+def _one_persistence(ops, steps, backend: str) -> str | None:
+    """The run whose persistence every step opens as ``p``, where the script can make it once,
+    before the steps: a built-in persistence, one run, no race (racers open it in their own
+    processes).  In memory it is one object anyway; a ``FileStatePersistence`` keeps nothing
+    but its file's path (and the graph's types), so one object reads and writes what the
+    steps' own did.  ``None``: each step opens its own."""
+    if backend == "custom" or any(op.name == "race" for op in ops):
+        return None
+    runs = {t for op in ops for t in (op.thread, getattr(op, "new_thread", None)) if t}
+    opened = [c for s in steps for c in s.calls if re.search(r"\b(file|memory)_persistence\(", c)]
+    if len(runs) != 1 or not all(_OPEN.match(c) for c in opened):
+        return None
+    return thread_label(runs.pop())
+
+
+def _one_call(step, check):
+    """A step that is one awaited call, run where nothing observes it (no crash point, no
+    refusal to tell, no outcome checked): ``asyncio.run(call)`` written as it is, a straight
+    line (no ``async def`` to run it in); and a ``load_next()`` whose snapshot nothing reads
+    (the docs' idiom found nothing to run, and started afresh) without the name."""
+    calls = list(step.calls)
+    for k, c in enumerate(calls):
+        if c.startswith("snapshot = await p.load_next()") and not any(
+                re.search(r"\bsnapshot\b", later) for later in calls[k + 1:]):
+            calls[k] = "await p.load_next()  # None: nothing to run, the docs' idiom starts afresh"
+    watched = step.crash or step.guarded or (step.observed and check.reads_outcome)
+    if len(calls) == 1 and calls[0].startswith("await ") and not watched and not step.racers:
+        calls = [f"asyncio.run({calls[0].removeprefix('await ')})"]
+    return replace(step, calls=tuple(calls))
+
+
+_GRAPH_CALL = re.compile(r"\bgraph\.(iter|iter_from_persistence|initialize)\(")
+
+
+def _loads_untyped(steps, check) -> bool:
+    """Does the script load from the one persistence ``p`` itself (``load_next()``,
+    ``load_all()``) before any of the graph's calls has given it the graph's types
+    (``graph.iter``, ``iter_from_persistence`` and ``initialize`` set them, on entry)?"""
+    for c in (c for s in steps for c in (*s.calls, *sum(s.racers, ()))):
+        if _GRAPH_CALL.search(c):
+            return False
+        if ".load" in c:
+            return True
+    return ".load" in check.state_src
+
+
+def _one_persistence_src(backend: str, run: str, typed: bool) -> list:
+    """The glue that makes the one persistence ``p`` (after ``graph``: typed for the script's
+    own ``load_next()`` / ``load_all()``, which the graph's calls do not type)."""
+    if backend == "file":
+        return [f"p = FileStatePersistence(Path(WORKDIR) / {run + '.json'!r})  # {run}'s snapshots",
+                *(["p.set_graph_types(graph)"] if typed else [])]
+    kind = "Full" if backend == "full" else "Simple"
+    return [f"p = {kind}StatePersistence()  # {run}'s snapshots, every step's"]
 
 
 def _live(calls: list) -> list:
     """The step's calls without ``last = p.last_snapshot`` (or a custom store's read through its
-    factory) when nothing after it reads ``last``: the case reads the snapshot to choose its
-    path (a field of the persistence, no call the framework could refuse), and the path taken
-    is written out."""
+    factory, or the file's ``load_all()`` when a call follows it) when nothing after it reads
+    ``last``: the case reads the snapshot to choose its path (a field of the persistence, no
+    call the framework could refuse; a ``load_all()`` followed by a call did not raise), and
+    the path taken is written out."""
     reads = ("last = p.last_snapshot", STORE_LAST)
-    return [c for i, c in enumerate(calls) if c.strip() not in reads
+    # ``load_all()`` is kept where it is the step's last call (it may be what raised).
+    loaded = "last = (await p.load_all())[-1]"
+    return [c for i, c in enumerate(calls)
+            if (c.strip() not in reads and (c.strip() != loaded or i == len(calls) - 1))
             or any(re.search(r"\blast\b", later) for later in calls[i + 1:])]
 
 
@@ -455,17 +638,64 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     bad = any(s.bad_output is not None for s in steps)
     body = (task_body_crashing if any(s.crash for s in steps) else
             task_body_bad_output if bad else task_body)
+    # One persistence object ``p`` made before the steps, where the script can (one run, no
+    # race, a built-in persistence): no ``p = ..._persistence(run)`` in each step.
+    one = _one_persistence(ops, steps, backend)
+    if one is not None:
+        steps = [replace(s, calls=tuple(c for c in s.calls if not _OPEN.match(c))) for s in steps]
+        check = replace(check, state_src=re.sub(r"(?:file|memory)_persistence\('[^']*'\)", "p",
+                                                check.state_src))
+    steps = [_one_call(s, check) for s in steps]
+    loop = _loop(workflow)
+    inlined = None if held or any(op.name == "race" for op in ops) else \
+        _drive_inlined(steps, loop, check)
+    steps = inlined or steps
     written = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
     if custom:
         saver_src, stdlib, imports, description = _store_parts(recipe, options, written, per_run)
     else:
         saver_src, stdlib, imports = _builtin_parts(backend, check, written)
         description = variant.description
-    memory = [] if backend in ("file", "custom") else ["MEMORY = {}"]
-    glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
+    if one is not None:  # the glue makes ``p``: no function to open it
+        saver_src = ""
+        made = _one_persistence_src(backend, one, _loads_untyped(steps, check))
+    memory = [] if backend in ("file", "custom") or one is not None else ["MEMORY = {}"]
+    task_body_src = source_as(body, "task_body")
+    if not workflow.gates:
+        task_body_src = _gateless(task_body_src)
+    elif set(workflow.gates) == set(range(1, workflow.n + 1)):
+        task_body_src = _all_gates(task_body_src)
+    factory = not single and workflow.n > 1  # the classes made by ``task_class``
+    # A node's task number, where the script reads it: read_state, a racer's next node.
+    reads_task = check.aspect == "state" or any(op.name == "race" for op in ops)
+    nodes_src = _node_src(options["shape"], workflow, task_body_src, reads_task=reads_task)
+    if bad:  # a node of one task: "is it task 1 that writes outside the schema?"
+        nodes_src = nodes_src.replace('"<bad>" if 1 == BAD_OUTPUT else 1',
+                                      '"<bad>" if BAD_OUTPUT == 1 else 1')
+    if single and workflow.n == 1 and not reads_task:
+        steps = _unnumbered(steps)
+        written = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
+    drive_src = _source(drive).replace(_source(drive).splitlines()[1].strip(), loop)
+    readers = "\n".join(filter(None, [
+        drive_src if "drive(" in written and not inlined else "",
+        _source(outcome) if check.reads_outcome else "",
+        _source(read_state) if check.aspect == "state" else ""]))
+    classes = shape_glue(options["shape"], workflow.n)
+    state_src = _source(State)
+    if not workflow.gates and "answers" not in written + check.state_src + readers:
+        state_src = without_lines(state_src, "answers: dict[int, str]")  # no gate: no answer
+    defined = "\n".join(filter(None, [state_src, nodes_src, saver_src,
+                                       *([_source(HeldPersistence)] if held else []), readers]))
+    uses = "\n".join([defined, *classes, written, check.state_src])
+    counts = [(name, value) for name, value in
+              (("N", str(workflow.n)), ("GATES", str(set(workflow.gates) or "set()")))
+              if re.search(rf"\b{name}\b", uses)]
+    glue = [*([f"{', '.join(n for n, _ in counts)} = {', '.join(v for _, v in counts)}"]
+              if counts else []),
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
-            *shape_glue(options["shape"], workflow.n), *memory,
+            *classes, *memory,
+            *(made if one is not None else []),
             *([f"HOLD = multiprocessing.Barrier({max(len(op.values) for op in held)})  # the "
                "racers' meeting point"] if held else []),
             *(["RUNS = WORKDIR"] if per_run else [])]
@@ -473,37 +703,41 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
                   pins(evidence, PINNED + (recipe.distributions if custom else ())))
     # The standard library's ``from`` imports first (a custom store's ``from pathlib ...``).
     first = [i for i in imports if i.split()[1].split(".")[0] in sys.stdlib_module_names]
-    imports = ["from dataclasses import dataclass, field" + ("" if single else ", make_dataclass"),
+    imports = ["from dataclasses import dataclass, field" + (", make_dataclass" if factory else ""),
                *(["from pathlib import Path"] if backend == "file" else []), *first,
                "from pydantic_graph import BaseNode, End, GraphRunContext",
                "from pydantic_graph.graph import Graph", *(i for i in imports if i not in first)]
     snapshots = [k for k in ("EndSnapshot", "NodeSnapshot") if k + "(" in written]
     if snapshots:  # a tamper that replaces the newest snapshot object
         imports.append(f"from pydantic_graph.persistence import {', '.join(snapshots)}")
-    task_body_src = source_as(body, "task_body")
-    if not workflow.gates:
-        task_body_src = _gateless(task_body_src)
-    return Script(
+    source = Script(
         header=text,
         imports=tuple(dict.fromkeys(imports)),
-        # The task body the steps need: inside ``Task.run`` (single shape), or under the one
-        # name the node classes call; the persistence under the name the calls use.
-        workflow_src="\n".join([_source(State),
-                                 *([] if single else [task_body_src]),
-                                 _inlined(_source(Task), task_body_src) if single
-                                 else _source(task_class),
-                                 saver_src,
-                                 *([_source(HeldPersistence)] if held else []),
-                                 _source(*([drive] if "drive(" in written else []),
-                                         *([outcome] if check.aspect == "outcome" else []),
-                                         *([read_state] if check.aspect == "state" else [])),
-                                 *glue]),
+        # The task body the steps need: inside the node class's ``run`` (``Task``, ``T1``), or
+        # under the one name ``task_class``'s classes call; the persistence under the name the
+        # calls use (or made once, in the glue).
+        workflow_src="\n".join([defined, *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=stdlib + (() if single else ("typing",)) + (("json",) if "json." in written else ())
+        stdlib=stdlib + (("typing",) if factory else ()) + (("json",) if "json." in written else ())
         + (("multiprocessing",) if held else ()),
         asynchronous=True,
     ).source()
+    return _without_unused(source)
+
+
+def _without_unused(source: str) -> str:
+    """The script without ``outcome`` where no step's result goes through it (the checked step
+    ends in a block: ``Script`` returns "completed" after it), and without ``drive``'s return
+    where no caller reads it."""
+    outcome_src = _source(outcome) + "\n"
+    if source.count("outcome(") == 1 and outcome_src in source:
+        source = source.replace(outcome_src, "")
+    if "def drive(run):" in source and not re.search(r"(outcome\(|=|return) await drive\(",
+                                                     source):
+        source = source.replace("        await run.next()\n    return run.next_node\n",
+                                "        await run.next()\n")
+    return source
 
 
 def _builtin_parts(backend: str, check, written: str) -> tuple:
