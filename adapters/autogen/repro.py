@@ -62,13 +62,13 @@ from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, Swarm
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
-    MOMENTS,
     Script,
     check_for,
     header,
     pins,
     looped,
     race_interleaving,
+    sole_raising_crash,
     source_as,
     state_value,
     step_of,
@@ -615,20 +615,11 @@ def _raising_in_task(steps: list, agent: str, check, evidence, workflow):
     is no gate, nor a gate's asker, and fired no effect there): the task itself raising there
     (``if self.t == t: raise``), in place of the runtime's ``crash_point`` and the ``CRASH``
     the step would set; the step runs through ``observe``, which catches it."""
-    crashing = [i for i, s in enumerate(steps) if s.crash is not None]
-    if len(crashing) != 1 or check.reads_outcome:
+    found = sole_raising_crash(steps, evidence, workflow.gates, check,
+                               runs=lambda step: any(RUNS.search(c) for c in step.calls))
+    if found is None:
         return steps, agent
-    i = crashing[0]
-    t, phase, kind = steps[i].crash
-    if kind != "exception" or phase not in ("before_effect", "in_flight"):
-        return steps, agent
-    for j, step in enumerate(steps):
-        if j == i or not any(RUNS.search(c) for c in step.calls):
-            continue
-        observed = evidence.observed[j] if j < len(evidence.observed) else None
-        if t in workflow.gates or observed is None or t in {task for _, task, _ in observed.effects}:
-            return steps, agent  # the task may run there too: the runtime's crash point
-    moment = MOMENTS[phase]
+    i, t, moment = found
     point = f'        crash_point(self.t, "{moment}")\n'
     if point not in agent:
         return steps, agent

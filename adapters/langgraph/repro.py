@@ -5,7 +5,14 @@ the functions below (pasted into the script by name, with ``inspect.getsource``:
 code, importable and tested here) and the calls ``driver.py`` recorded while the engine replayed
 the trace (``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durability='sync')``).
 A checkpoint is named by its position in its thread's history (``checkpoint(thread, k)``): its
-id differs on every run, its position does not.
+id differs on every run, its position does not (cached only where a tamper may break the list,
+written out where the script names one checkpoint once).
+
+Each script keeps only what its trace uses: the one ``build_graph`` / ``build_entrypoint``
+(whose tasks carry every way a trace may make them ask, fail or write outside the schema) loses
+the crash points, the out-of-schema output and the ``interrupt`` it does not use, and a script
+whose check reads no effect (the outcome or the stored state; no process dies) has no effect log
+either: ``_without_effect_log``.  The SQLite file is ``DB``, the saver built inline.
 
 Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
 Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
@@ -38,7 +45,7 @@ import operator
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
@@ -56,11 +63,13 @@ except ImportError:  # pragma: no cover
     PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
+from adapters.toolkit.repro_runtime_local import observe_outcome
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
     pins,
+    snippet,
     source_as,
     step_of,
     thread_label,
@@ -83,48 +92,32 @@ class State(TypedDict, total=False):
     answers: Annotated[dict, operator.or_]
 
 
-def task_body(t):
-    """Task t: it asks for a value (if it is a gate), fires its one effect, returns
-    ``(what it writes into the state, the value)``."""
-    value = interrupt({"task": t}) if t in GATES else None
-    effect(t, value)
-    return t, value
-
-
-def task_body_bad_output(t):
-    """``task_body``; task ``BAD_OUTPUT`` writes a value outside the state schema (a string
-    where the schema has a task number)."""
-    value = interrupt({"task": t}) if t in GATES else None
-    effect(t, value)
-    return ("<bad>" if t == BAD_OUTPUT else t), value
-
-
-def task_body_crashing(t):
-    """``task_body_bad_output``, with the points where a run may be made to fail."""
-    crash_point(t, "before its effect")
-    value = interrupt({"task": t}) if t in GATES else None
-    effect(t, value)
-    crash_point(t, "after its effect")
-    return ("<bad>" if t == BAD_OUTPUT else t), value
-
-
-def build_graph(checkpointer, body):
-    """One node per task, t1 -> t2 -> ... -> tN; ``body(t)`` is task t's work."""
+def build_graph(checkpointer):
+    """One node per task, t1 -> t2 -> ... -> tN.  Task t asks for a value (if it is a gate),
+    fires its one effect and writes its number into the state (task ``BAD_OUTPUT``: a string,
+    outside the schema), and may be made to fail before or after its effect (``crash_point``).
+    A script keeps what its trace uses (``_workflow_source``, ``Script.source``)."""
     def node(t):
         def run(state):
-            output, value = body(t)
-            return {"done": [output], **({"answers": {t: value}} if value is not None else {})}
+            crash_point(t, "before its effect")
+            value = interrupt({"task": t}) if t in GATES else None
+            effect(t, value)
+            crash_point(t, "after its effect")
+            return {"done": ["<bad>" if t == BAD_OUTPUT else t], **({"answers": {t: value}} if value is not None else {})}
         return run
     builder = StateGraph(State).add_sequence([(f"t{t}", node(t)) for t in range(1, N + 1)])
     return builder.add_edge(START, "t1").compile(checkpointer=checkpointer)
 
 
-def build_entrypoint(checkpointer, body):
-    """An @entrypoint calling one @task per task; ``body(t)`` is task t's work."""
+def build_entrypoint(checkpointer):
+    """An @entrypoint calling one @task per task, each task as in ``build_graph``."""
     @task
     def step(t):
-        output, value = body(t)
-        return {"task": t, "done": output, "answer": value}
+        crash_point(t, "before its effect")
+        value = interrupt({"task": t}) if t in GATES else None
+        effect(t, value)
+        crash_point(t, "after its effect")
+        return {"task": t, "done": "<bad>" if t == BAD_OUTPUT else t, "answer": value}
 
     @entrypoint(checkpointer=checkpointer)
     def graph(inputs):
@@ -134,9 +127,8 @@ def build_entrypoint(checkpointer, body):
     return graph
 
 
-def sqlite_saver():
-    path = os.path.join(WORKDIR, "checkpoints.sqlite")
-    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+DB = os.path.join(WORKDIR, "checkpoints.sqlite")  # the SqliteSaver's file (the script: its own line)
+SQLITE_SAVER = "SqliteSaver(sqlite3.connect(DB, check_same_thread=False))"  # how a script builds it
 
 
 class HeldReads:
@@ -190,11 +182,6 @@ def fresh_database(admin="postgresql://postgres@127.0.0.1:5432/postgres"):
     return name
 
 
-def held_sqlite_saver():
-    path = os.path.join(WORKDIR, "checkpoints.sqlite")
-    return HeldSqliteSaver(sqlite3.connect(path, check_same_thread=False))
-
-
 def held_postgres_saver():
     return HeldPostgresSaver(postgres_saver().conn)
 
@@ -202,26 +189,21 @@ def held_postgres_saver():
 def corrupt(config):
     """Overwrite a stored checkpoint and its pending writes, in the SQLite file, with bytes
     that msgpack never decodes (0xc1 is a code it reserves)."""
-    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
-    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
-    db.execute("UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
-               (b"\xc1" * 16, *where))
-    db.execute("UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_id = ? "
-               "AND type = 'msgpack'", (b"\xc1" * 16, *where))
-    db.close()
+    args = (b"\xc1" * 16, config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    with sqlite3.connect(DB) as db:  # commits at the end
+        db.execute("UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?", args)
+        db.execute("UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_id = ? AND type = 'msgpack'", args)
 
 
 def forge(config, channels):
     """Write, in the SQLite file, state the run never produced into a stored checkpoint: each of
     its ``channels`` now holds the value given (encoded with the saver's own serializer)."""
-    where, serde = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"]), \
-        graph.checkpointer.serde
-    with sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite")) as db:  # commits at the end
-        stored = serde.loads_typed(db.execute("SELECT type, checkpoint FROM checkpoints WHERE "
-                                              "thread_id = ? AND checkpoint_id = ?", where).fetchone())
-        stored["channel_values"].update(channels)
+    stored = graph.checkpointer.get_tuple(config).checkpoint  # read through the API, as stored
+    stored["channel_values"].update(channels)
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    with sqlite3.connect(DB) as db:  # commits at the end
         db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
-                   (*serde.dumps_typed(stored), *where))
+                   (*graph.checkpointer.serde.dumps_typed(stored), *where))
 
 
 def forge_results(config, done, answers):
@@ -230,7 +212,7 @@ def forge_results(config, done, answers):
     ``done[i - 1]``; a result for a task that never ran is added, results past them deleted."""
     where, serde = (config["configurable"]["thread_id"],
                     config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
-    db = sqlite3.connect(os.path.join(WORKDIR, "checkpoints.sqlite"), isolation_level=None)
+    db = sqlite3.connect(DB, isolation_level=None)
     rows = db.execute("SELECT task_id, idx, task_path, type, value FROM writes WHERE thread_id = ? "
                       "AND checkpoint_id = ? AND channel = '__return__'", where).fetchall()
     results = sorted((serde.loads_typed((kind, value))["task"], task_id, idx, path)
@@ -324,6 +306,13 @@ def read_state(snapshot):
             "pending": pending[0] if pending else None}
 
 
+def read_state_of_snapshot(snapshot):
+    """``read_state`` of a StateGraph's snapshot, which the script has (its values a dict)."""
+    values, pending = snapshot.values, [i.value["task"] for i in snapshot.interrupts]
+    answers = {str(t): v for t, v in values.get("answers", {}).items()}
+    return {"done": sorted(values.get("done", []), key=repr), "answers": answers, "pending": (pending or [None])[0]}
+
+
 def read_state_of_tasks(snapshot):
     """``read_state`` of the functional API: the results its @task calls stored count too (the
     checkpoint's pending writes, which a resume reuses), unless the thread has moved past the
@@ -374,23 +363,28 @@ class Saver:
     cls: str = ""  # a custom store's class, as the script imports it (``PyMySQLSaver``)
 
 
-def saver_for(options, forced: bool) -> Saver | None:
+def saver_for(options, forced: bool, workdir: bool = True) -> Saver | None:
     """The script's saver for a variant's options: LangGraph's own (memory, SQLite, PostgreSQL),
     or a custom store's (``--store``) as its factory's ``ScriptStore`` builds it (None when the
-    factory declares none)."""
+    factory declares none).  The SQLite file ``DB`` is in the script's ``WORKDIR`` if it has one
+    (``workdir``: a process dies or several share the effect log), else in a folder of its own."""
     kind = options["saver"]
     if kind != "custom":
-        definitions = {"sqlite": [sqlite_saver], "postgres": [postgres_saver, fresh_database]}.get(
-            kind, [])
+        definitions = {"postgres": [postgres_saver, fresh_database]}.get(kind, [])
         if forced:
-            definitions += {"sqlite": [HeldReads, HeldSqliteSaver, held_sqlite_saver],
+            definitions += {"sqlite": [HeldReads, HeldSqliteSaver],
                             "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}[kind]
+        folder = "WORKDIR" if workdir else 'tempfile.mkdtemp(prefix="repro-")'
         return Saver(
-            expr=_saver(options), held=f"held_{kind}_saver()", definitions=tuple(definitions),
+            expr=_saver(options), held="Held" + SQLITE_SAVER if kind == "sqlite" else
+            f"held_{kind}_saver()", definitions=tuple(definitions),
             setup=(("DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables")
-                   if kind == "postgres" else ()),
-            imports=_saver_imports(kind), stdlib={"sqlite": ("os", "sqlite3"),
-                                                  "postgres": ("atexit", "os")}.get(kind, ()),
+                   if kind == "postgres" else
+                   (f'DB = os.path.join({folder}, "checkpoints.sqlite")  # the SqliteSaver\'s file',)
+                   if kind == "sqlite" else ()),
+            imports=_saver_imports(kind),
+            stdlib={"sqlite": ("os", "sqlite3", *(() if workdir else ("tempfile",))),
+                    "postgres": ("atexit", "os")}.get(kind, ()),
             pinned=SAVER_PINNED.get(kind, ()))
     from adapters import storefactory
     from adapters.toolkit.script import store_class, store_parts
@@ -427,7 +421,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
     forced = next((len(op.values) for op in ops if op.name == "race" and op.forced), 0)
     if forced and options["saver"] == "memory":
         return None  # each racer has its own copy of the parent's memory: nothing to race on
-    saver = saver_for(options, bool(forced))
+    # A process dies or several share the effect log: the script has the runtime's WORKDIR.
+    killed = any(op.name == "race" or getattr(getattr(op, "crash", None), "kind", "") == "sigkill"
+                 for op in ops)
+    saver = saver_for(options, bool(forced), workdir=killed)
     if saver is None:
         return None
     check = check_for(evidence, state_readable=True,
@@ -436,9 +433,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
         return None
     if saver.asynchronous and options["api"] != "graph" and check.reads_state:
         return None  # read_state_of_tasks reads the saver synchronously: not written yet
-    body = (task_body_crashing if any(getattr(op, "crash", None) for op in ops) else
-            task_body_bad_output if any(getattr(op, "bad_output", None) for op in ops)
-            else task_body)
     awaited = _awaited if saver.asynchronous else (lambda src: src)
     steps = []
     for i, op in enumerate(ops):
@@ -456,15 +450,22 @@ def reproduction(variant, workflow, evidence) -> str | None:
         steps.append(step_of(
             evidence, i, calls if op.name != "query" else (),  # a read: the check does it
             racers=racers,
-            child_setup=_child_setup(options, saver, body.__name__,
-                                     held=op.name == "race" and op.forced),
+            child_setup=_child_setup(options, saver, held=op.name == "race" and op.forced),
         ))
         if i == evidence.step and check.aspect == "state":
             read = reads[-1] if reads else "None"
             check = _with_state(check, f"read_state({read})")
+    calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
+    calls += " " + check.state_src
+    if len(_CHECKPOINT.findall(calls)) == 1:  # named once: written out where it is used
+        inline = functools.partial(_inline_checkpoint, asynchronous=saver.asynchronous)
+        steps = [replace(s, calls=tuple(map(inline, s.calls)),
+                         racers=tuple(tuple(map(inline, r)) for r in s.racers)) for s in steps]
+        check, calls = _with_state(check, inline(check.state_src)), inline(calls)
     build = build_graph if options["api"] == "graph" else build_entrypoint
     bad = any(s.bad_output is not None for s in steps)
-    glue = [f"N, GATES = {workflow.n}, {set(workflow.gates) or 'set()'}",
+    glue = [f"N, GATES = {workflow.n}, {set(workflow.gates)}" if workflow.gates else
+            f"N = {workflow.n}",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if bad and steps[0].bad_output is None else []),
             *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
@@ -472,26 +473,22 @@ def reproduction(variant, workflow, evidence) -> str | None:
             *saver.setup,
             *(["run = asyncio.new_event_loop().run_until_complete  # the async saver's event loop"]
               if saver.asynchronous else []),
-            f"graph = {build.__name__}({saver.expr}, {body.__name__})"]
+            f"graph = {build.__name__}({saver.expr})"]
     pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
     parts = [State] if options["api"] == "graph" and not pydantic else []
-    calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
-    calls += " " + check.state_src
     readers = [f for f in (corrupt, forge, forge_results, corrupt_in_memory, forge_in_memory,
                           forge_results_in_memory, checkpoint, outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
-    reader_src = _source(*readers)
-    if options["api"] != "graph" and read_state in readers:
-        reader_src = reader_src.replace(_source(read_state), source_as(read_state_of_tasks,
-                                                                       "read_state"))
-    if saver.asynchronous and checkpoint in readers:
-        reader_src = reader_src.replace(_source(checkpoint), "\n".join(
-            [_source(gathered), source_as(checkpoint_awaited, "checkpoint")]))
+    # A position names one checkpoint for good, unless a tamper breaks the thread's list:
+    # only then is the list read once per position (cached).
+    cached = checkpoint in readers and any(op.name == "tamper" for op in ops)
+    reader_src = "\n".join(_reader_source(f, options, saver, cached, check.state_src)
+                           for f in readers)
     if saver.asynchronous and "gathered(" in calls and "async def gathered" not in reader_src:
         reader_src = _source(gathered) + "\n" + reader_src
     workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
-                              _source(*parts, body, build, *saver.definitions),
+                              _source(*parts, build, *saver.definitions),
                               *([reader_src] if reader_src else []), *glue])
     if not workflow.gates:
         workflow_src = _gateless(workflow_src)
@@ -499,7 +496,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if options["saver"] == "custom":  # the script names the store's class, not our factory
         description = re.sub(r"^(async )?saver from \S+ ", lambda m: f"{m[1] or ''}"
                              f"{saver.cls} ", description)
-    return Script(
+    source = Script(
         header=header("LangGraph", description, evidence, pins(evidence, PINNED + saver.pinned)),
         imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates),
                          saver=saver.imports),
@@ -509,9 +506,31 @@ def reproduction(variant, workflow, evidence) -> str | None:
         teardown=saver.teardown,
         stdlib=saver.stdlib
         + (("multiprocessing",) if forced else ())
-        + (("functools",) if checkpoint in readers else ())
+        + (("functools",) if cached else ())
         + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
     ).source()
+    if not killed and check.aspect in ("outcome", "state"):
+        source = _without_effect_log(source, check.reads_outcome)
+    elif not re.search(r"^status, fired = observe\(", source, flags=re.MULTILINE):
+        # no step reads what observe() returns: the shorter one, which slices no effect log
+        source = source.replace(snippet("local:observe"), source_as(observe_outcome, "observe"), 1)
+    return _one_line_classes(source)
+
+
+def _reader_source(f, options, saver: Saver, cached: bool, state_src: str) -> str:
+    """The source of reader ``f`` as this script needs it: ``checkpoint`` uncached where no
+    tamper follows (``cached``) and awaited for an async saver, ``read_state`` of the functional
+    API's tasks, or of a StateGraph's snapshot (not None)."""
+    if f is checkpoint:
+        src = (_source(gathered) + "\n" + source_as(checkpoint_awaited, "checkpoint")
+               if saver.asynchronous else _source(checkpoint))
+        return src if cached else "\n".join(
+            line for line in src.splitlines() if not line.startswith("@functools.cache"))
+    if f is read_state and options["api"] != "graph":
+        return source_as(read_state_of_tasks, "read_state")
+    if f is read_state and state_src != "read_state(None)":
+        return source_as(read_state_of_snapshot, "read_state")
+    return _source(f)
 
 
 class _Awaiting(ast.NodeTransformer):
@@ -556,19 +575,19 @@ def _with_state(check, state_src):
 
 
 def _saver(options) -> str:
-    return {"sqlite": "sqlite_saver()", "postgres": "postgres_saver()"}.get(options["saver"],
+    return {"sqlite": SQLITE_SAVER, "postgres": "postgres_saver()"}.get(options["saver"],
                                                                           "InMemorySaver()")
 
 
-def _child_setup(options, saver: Saver, body: str, held: bool = False) -> tuple:
+def _child_setup(options, saver: Saver, held: bool = False) -> tuple:
     if options["saver"] == "memory":
         return ()  # the child works on its copy of the parent's memory: lost when it dies
     build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
     loop = (("global graph, run", "run = asyncio.new_event_loop().run_until_complete")
             if saver.asynchronous else ("global graph",))
     if held:
-        return (*loop, f"graph = {build}({saver.held}, {body})  # reads, then waits for the others")
-    return (*loop, f"graph = {build}({saver.expr}, {body})  # the child's own connection")
+        return (*loop, f"graph = {build}({saver.held})  # reads, then waits for the others")
+    return (*loop, f"graph = {build}({saver.expr})  # the child's own connection")
 
 
 def pydantic_state(values) -> str:
@@ -582,12 +601,59 @@ def pydantic_state(values) -> str:
 
 
 def _gateless(source: str) -> str:
-    """The task bodies of a workflow without gates: nothing asks (no ``interrupt``), the
-    effect's value and the returned answer are ``None``."""
+    """The tasks of a workflow without gates: nothing asks (no ``interrupt``), the effect's
+    value and the answer are ``None`` (a StateGraph node writes no answer)."""
     ask = "value = interrupt({\"task\": t}) if t in GATES else None"
     lines = [line for line in source.splitlines() if line.strip() != ask]
     out = "\n".join(lines).replace("effect(t, value)", "effect(t, None)")
-    return re.sub(r"^(\s*return .*), value$", r"\1, None", out, flags=re.MULTILINE)
+    out = out.replace(', **({"answers": {t: value}} if value is not None else {})}', "}")
+    return out.replace('"answer": value}', '"answer": None}')
+
+
+_CHECKPOINT = re.compile(r"(?<![\w.])checkpoint\(('[^']*'), (\d+)\)")
+
+
+def _inline_checkpoint(src: str, asynchronous: bool) -> str:
+    """``checkpoint('run-1', 2)`` written out, for a script that names one checkpoint once:
+    ``list(graph.get_state_history(thread))[::-1][2].config`` (awaited on ``run`` for an async
+    saver)."""
+    def written(m):
+        expr = (f"list(graph.get_state_history({{'configurable': {{'thread_id': {m[1]}}}}}))"
+                f"[::-1][{m[2]}].config")
+        return _awaited(expr) if asynchronous else expr
+    return _CHECKPOINT.sub(written, src)
+
+
+_LOG = {"EFFECTS", "effect", "effects", "fired", "before"}
+
+
+def _without_effect_log(source: str, reads_outcome: bool) -> str:
+    """A script whose check reads no effect (its outcome or the stored state), without the
+    effect log: no ``EFFECTS`` list, no ``effect`` call in the tasks, the ``observe`` above
+    (the outcome alone) and ``status = observe(...)`` (or the bare call, when the check reads
+    the state).  Unchanged when anything left would still read the log (``observe_crashing``,
+    say)."""
+    out = source
+    for name in ("local:EFFECTS", "local:effect", "local:effects"):
+        out = out.replace(snippet(name) + "\n", "", 1)
+    out = out.replace(snippet("local:observe"), source_as(observe_outcome, "observe"), 1)
+    out = re.sub(r"^\s*effect\(t, (value|None)\)\n", "", out, flags=re.MULTILINE)
+    out = re.sub(r"^status, fired = ", "status = " if reads_outcome else "", out,
+                 flags=re.MULTILINE)
+    out = re.sub(r"^(before = len\(EFFECTS\)|fired = EFFECTS\[before:\])\n", "", out,
+                 flags=re.MULTILINE)
+    try:
+        tree = ast.parse(out)
+    except SyntaxError:  # a block left empty
+        return source
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return source if used & _LOG else out
+
+
+def _one_line_classes(source: str) -> str:
+    """``class Crash(Exception):`` + ``pass`` as one line: a class with no body of its own."""
+    return re.sub(r"^(class \w+\([\w, .]*\)):\n    pass$", r"\1: pass", source, flags=re.MULTILINE)
 
 
 def _saver_imports(kind: str) -> tuple:

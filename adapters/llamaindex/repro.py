@@ -46,6 +46,7 @@ from adapters.toolkit.script import (
     pins,
     looped,
     race_interleaving,
+    sole_raising_crash,
     source_as,
     step_of,
     thread_label,
@@ -142,16 +143,21 @@ def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str | None = None) -> str:
+def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str | None = None,
+                   raising: tuple | None = None) -> str:
     """``class Linear(Workflow)``: task t a step taking ``Done<t-1>`` (``StartEvent``) and
     returning ``Done<t>`` (``StopEvent``); a gate waits with ``ctx.wait_for_event`` (``wait``)
     or is a step ``ask<t>`` returning ``Ask<t>`` whose answer ``Ans<t>`` starts the task
     (``event``), as ``build.py`` builds it.  Task t's steps start with its crash point
     "before its effect" only where ``crash_at`` (``crash_points``) has ``(t, "before_effect")``;
     ``inline``: ``task_body``'s source, written into the one task's step (a workflow of one
-    task: no helper called once)."""
+    task: no helper called once); ``raising``: ``(step, task, moment)`` of the one crash its
+    task raises by itself (``sole_raising_crash``), written where the point would be."""
 
     def begin(t):
+        if raising and raising[1] == t:
+            step, _, moment = raising
+            return [f'        raise RuntimeError("task {t} fails {moment}")  # the crash point of step {step + 1}']
         return [f'        crash_point({t}, "before its effect")'] if (t, "before_effect") in crash_at else []
 
     # An event class is its name alone: one line each.
@@ -216,7 +222,7 @@ def crash_points(steps, n: int) -> set:
     return out
 
 
-def definitions(workflow, idiom: str, crash_at, *, answers: bool) -> list:
+def definitions(workflow, idiom: str, crash_at, *, answers: bool, raising=None) -> list:
     """``RunState`` (without ``answers`` where no gate records one and nothing reads them),
     ``task_body`` (written into the step of a workflow of one task instead) and ``Linear``, with
     the crash points ``crash_at`` only."""
@@ -225,7 +231,8 @@ def definitions(workflow, idiom: str, crash_at, *, answers: bool) -> list:
         state = without_lines(state, "answers:")
     body = task_body_source(workflow, crash_at)
     one = workflow.n == 1
-    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at, inline=body if one else None)
+    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at, inline=body if one else None,
+                            raising=raising)
     return [state, *([] if one else [body]), linear]
 
 
@@ -347,12 +354,18 @@ def reproduction(variant, workflow, evidence) -> str | None:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     steps = [as_raised(s, workflow.n) for s in steps]
+    # The one crash, before a task's effect, that no other step reaches: the task's own raise.
+    raising = sole_raising_crash(steps, evidence, set(workflow.gates), check)
+    if raising is not None and raising[2] == "before its effect":
+        steps[raising[0]] = replace(steps[raising[0]], crash=None, guarded=True)
+    else:
+        raising = None
     every = "\n".join(c for s in steps for c in s.calls)
     readers = [f for f in (snapshot, outcome, read_state)
                if f.__name__ + "(" in every or (f is outcome and check.aspect == "outcome")
                or (f is read_state and check.aspect == "state")]
     parts = [*definitions(workflow, options["gate"], crash_points(steps, workflow.n),
-                          answers=read_state in readers and bool(workflow.gates)),
+                          answers=read_state in readers and bool(workflow.gates), raising=raising),
              "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
              _source(save, *([load] if "load(" in every else [])),
              drive_source(bool(workflow.gates), options["snapshot"] == "step", "asked=" in every,

@@ -67,6 +67,7 @@ from adapters.toolkit.script import (
     check_for,
     header,
     pins,
+    sole_raising_crash,
     source_as,
     step_of,
     store_class,
@@ -636,7 +637,13 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         steps.append(step_of(evidence, i, calls if op.name != "query" else (), note=note))
     single = options["shape"] == "single"
     bad = any(s.bad_output is not None for s in steps)
-    body = (task_body_crashing if any(s.crash for s in steps) else
+    # The one crash that no other step reaches: its task raises by itself, no CRASH to set.  A
+    # gate is no exception here: its node runs only once answered (``drive`` stops before an
+    # unanswered one), and then it fires its effect, which the other steps' effects would show.
+    raising = sole_raising_crash(steps, evidence, set(), check)
+    if raising is not None:
+        steps[raising[0]] = replace(steps[raising[0]], crash=None, guarded=True)
+    body = (task_body_crashing if raising or any(s.crash for s in steps) else
             task_body_bad_output if bad else task_body)
     # One persistence object ``p`` made before the steps, where the script can (one run, no
     # race, a built-in persistence): no ``p = ..._persistence(run)`` in each step.
@@ -661,6 +668,8 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         made = _one_persistence_src(backend, one, _loads_untyped(steps, check))
     memory = [] if backend in ("file", "custom") or one is not None else ["MEMORY = {}"]
     task_body_src = source_as(body, "task_body")
+    if raising is not None:
+        task_body_src = _raising(task_body_src, raising, workflow.n)
     if not workflow.gates:
         task_body_src = _gateless(task_body_src)
     elif set(workflow.gates) == set(range(1, workflow.n + 1)):
@@ -724,6 +733,18 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         asynchronous=True,
     ).source()
     return _without_unused(source)
+
+
+def _raising(body: str, raising: tuple, n: int) -> str:
+    """``task_body``'s source with the crash point of ``raising`` (``sole_raising_crash``: step
+    i, task, moment) written as the task's own raise (unconditional in a workflow of one task),
+    and without the other crash point."""
+    i, task, moment = raising
+    point = f'    crash_point(t, "{moment}")'
+    fails = f'raise RuntimeError("task {task} fails {moment}")'
+    raise_src = (f"    {fails}  # the crash point of step {i + 1}" if n == 1 else
+                 f"    if t == {task}:  # the crash point of step {i + 1}\n        {fails}")
+    return without_lines(body.replace(point, raise_src), "crash_point(")
 
 
 def _without_unused(source: str) -> str:

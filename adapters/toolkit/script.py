@@ -63,6 +63,33 @@ def step_of(evidence, i: int, calls, *, note: str = "", **extra) -> Step:
                 observed=i == evidence.step, **extra)
 
 
+def sole_raising_crash(steps, evidence, gates, check, runs=None) -> tuple | None:
+    """The one crash of a trace that its task can raise by itself: ``(i, task, moment)`` where
+    the trace's only crash point is step ``i``'s, an exception at a task's own moment ("before
+    its effect" or "after its effect"), the check reads no outcome of that step (nothing then
+    tells a crash from a refusal: no ``Crash`` class is needed), and no other step that runs tasks (``runs(step)``: by default, any step
+    with calls) enters that task: it is no gate and fired no effect there.  The workflow's
+    definition can then raise there unconditionally (``raise RuntimeError("task 2 fails ...")``)
+    in place of the runtime's ``crash_point`` and the ``CRASH`` the step would set around its
+    call; the step still runs through ``observe`` (``guarded``), which catches it.  None
+    otherwise."""
+    crashing = [i for i, s in enumerate(steps) if s.crash is not None]
+    if len(crashing) != 1 or (steps[crashing[0]].observed and check.reads_outcome):
+        return None
+    i = crashing[0]
+    t, phase, kind = steps[i].crash
+    if kind != "exception" or phase not in ("before_effect", "in_flight"):
+        return None
+    runs = runs or (lambda step: bool(step.calls or step.racers))
+    for j, step in enumerate(steps):
+        if j == i or not runs(step):
+            continue
+        observed = evidence.observed[j] if j < len(evidence.observed) else None
+        if t in gates or observed is None or t in {task for _, task, _ in observed.effects}:
+            return None  # the task may run there too: the runtime's crash point
+    return i, t, MOMENTS[phase]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     """What the diverging step must show: ``aspect`` is ``outcome``, ``effects`` (the

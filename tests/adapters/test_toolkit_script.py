@@ -19,6 +19,7 @@ from adapters.toolkit.script import (
     Step,
     check_for,
     crash_spot,
+    sole_raising_crash,
     op_words,
     snippet,
     source_as,
@@ -366,3 +367,36 @@ def test_an_output_outside_the_schema_no_task_writes_is_the_plain_task():
     assert without_bad_output('ctx.state.done.append("<bad>" if self.t == BAD_OUTPUT else self.t)') == (
         "ctx.state.done.append(self.t)")
     assert without_bad_output("if self.t == BAD_OUTPUT:") == "if self.t == BAD_OUTPUT:"
+
+
+def test_the_sole_raising_crash_is_one_no_other_step_reaches():
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    def seen(*tasks):
+        return Observation("completed", tuple(("main", t, None) for t in tasks), None)
+
+    check = Check(aspect="state", allowed=(), expected="e", observed="o", state_src="s()")
+    crash = Step(comment="Run", calls=("run()",), crash=(2, "before_effect", "exception"))
+    first = Step(comment="Start", calls=("run()",))
+    evidence = SimpleNamespace(observed=[seen(1), seen()])
+    assert sole_raising_crash([first, crash], evidence, set(), check) == (1, 2, "before its effect")
+    # Task 2 ran in another step: its point is reached there too (a read with no calls is not).
+    assert sole_raising_crash([first, crash], SimpleNamespace(observed=[seen(1, 2), seen()]),
+                              set(), check) is None
+    assert sole_raising_crash([Step(comment="Read"), crash],
+                              SimpleNamespace(observed=[seen(2), seen()]), set(), check) == (1, 2, "before its effect")
+    # A gate may stop another run inside the task before its effect; a check of the outcome
+    # tells a crash from a refusal; a SIGKILL or "after it completed" is the runtime's to do.
+    assert sole_raising_crash([first, crash], evidence, {2}, check) is None
+    outcome = Check(aspect="outcome", allowed=("completed",), expected="e", observed="o")
+    checked = replace(crash, observed=True)
+    assert sole_raising_crash([first, checked], evidence, set(), outcome) is None
+    # The outcome of a later step is no reason: the crashing step's status is never read.
+    later = Step(comment="Again", calls=("run()",), observed=True)
+    assert sole_raising_crash([first, crash, later], SimpleNamespace(observed=[seen(1), seen(), seen()]),
+                              set(), outcome) == (1, 2, "before its effect")
+    for spot in ((2, "before_effect", "sigkill"), (2, "after_commit", "exception")):
+        other = Step(comment="Run", calls=("run()",), crash=spot)
+        assert sole_raising_crash([first, other], evidence, set(), check) is None
+    assert sole_raising_crash([crash, crash], evidence, set(), check) is None

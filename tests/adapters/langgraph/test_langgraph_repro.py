@@ -126,11 +126,11 @@ def _forged_entry(folders: str, before: str):
 
 
 @pytest.mark.parametrize("folders, before, needles", [
-    ("sqlite-graph-*", None, ("forge(checkpoint(", "{'done': [")),  # the state channels
-    ("sqlite-func-*", "completed", ("forge(checkpoint(", "{'__end__': {'done': ")),
-    ("sqlite-func-*", "interrupted", ("forge_results(checkpoint(",)),  # its @task results
-    ("memory-func-*", "completed", ("forge_in_memory(checkpoint(", "{'__end__': {'done': ")),
-    ("memory-graph-*", "completed", ("forge_in_memory(checkpoint(", "{'done': [")),
+    ("sqlite-graph-*", None, ("forge(", "{'done': [")),  # the state channels
+    ("sqlite-func-*", "completed", ("forge(", "{'__end__': {'done': ")),
+    ("sqlite-func-*", "interrupted", ("forge_results(",)),  # its @task results
+    ("memory-func-*", "completed", ("forge_in_memory(", "{'__end__': {'done': ")),
+    ("memory-graph-*", "completed", ("forge_in_memory(", "{'done': [")),
 ])
 def test_repro_of_a_forged_checkpoint_writes_what_the_harness_wrote(adapter, variant, folders,
                                                                    before, needles):
@@ -156,7 +156,7 @@ def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, v
     trace = trace.with_(observations=(*trace.observations[:step], wrong))
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
-    assert "corrupt_in_memory(checkpoint(" in repro.script
+    assert "corrupt_in_memory(" in repro.script
     assert "no defect" in repro.outputs[0]
     check_standalone(repro.script, HARNESS, as_words=True)
 
@@ -175,3 +175,75 @@ def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter, variant):
             check_standalone(repro.script, HARNESS, as_words=True)
             return
     pytest.fail(f"none of the {len(found)} FAILED twin_recover entries has a checked script")
+
+
+def test_repro_whose_check_reads_no_effect_has_no_effect_log(adapter, variant):
+    """A forged checkpoint used silently (the outcome checked): the script keeps only what the
+    trace uses: no effect log, the SQLite saver built inline on ``DB``, the one checkpoint it
+    names written out (no cached ``checkpoint`` helper), a gateless task that does not ask."""
+    trace = _forged_entry("sqlite-graph-sync-head-update", "completed")
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert repro.lines <= 60, script
+    for gone in ("EFFECTS", "def effect", "effect(t", "fired", "def sqlite_saver",
+                 "functools", "def checkpoint", "interrupt(", "GATES", "def task_body"):
+        assert gone not in script, (gone, script)
+    for kept in ('DB = os.path.join(tempfile.mkdtemp(prefix="repro-"), "checkpoints.sqlite")',
+                 "SqliteSaver(sqlite3.connect(DB, check_same_thread=False))",
+                 "list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))[::-1][",
+                 "status = observe(lambda: outcome(graph.invoke(", "forge(",
+                 "# Expected: the call raises an error", "verdict('outcome', status, "):
+        assert kept in script, (kept, script)
+    check_standalone(script, HARNESS, as_words=True)
+
+
+def test_repro_of_a_state_check_after_a_crash_point_is_short(adapter, variant):
+    """A recovery through a task that raises, the stored state checked: the crash point stays,
+    the effect log goes, the step's outcome is not assigned, ``checkpoint`` is not cached (no
+    tamper can break the thread's list)."""
+    found = [t for t in map(load_trace, sorted(CORPUS.glob("memory-graph-*/StateMismatch-*.json")))
+             if t.status == "FAILED" and not any(op.name == "tamper" for op in t.operations)
+             and any(getattr(op, "crash", None) for op in t.operations)]
+    assert found, "no memory-saver StateMismatch through a crash point left"
+    trace = found[0]
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert repro.lines <= 60, script
+    assert "class Crash(Exception): pass" in script and "CRASH = (" in script
+    assert "crash_point(t, " in script and "verdict('stored state', read_state(" in script
+    assert "EFFECTS" not in script and "status, fired" not in script
+    assert "\nobserve(" in script and "@functools.cache" not in script
+    check_standalone(script, HARNESS, as_words=True)
+
+
+def test_repro_trimming_helpers():
+    from adapters.langgraph import repro as lg
+    from adapters.toolkit.script import snippet
+
+    assert lg._inline_checkpoint("forge(checkpoint('run-1', 2), {})", False) == (
+        "forge(list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))"
+        "[::-1][2].config, {})")
+    assert lg._inline_checkpoint("run(graph.ainvoke(None, checkpoint('run-1', 0)))", True) == (
+        "run(graph.ainvoke(None, run(gathered(graph.aget_state_history({'configurable': "
+        "{'thread_id': 'run-1'}})))[::-1][0].config))")
+    gateless = lg._gateless(lg._source(lg.build_graph, lg.build_entrypoint))
+    assert "interrupt(" not in gateless and "value" not in gateless.replace("effect(t, None)", "")
+    assert 'return {"done": ["<bad>" if t == BAD_OUTPUT else t]}' in gateless
+    assert '"answer": None}' in gateless
+    # A script whose observe reads the effect log (a crash after the last task completed,
+    # observe_crashing) keeps it: nothing is cut.
+    kept = "\n".join([snippet("local:EFFECTS"), snippet("local:effect"), snippet("local:effects"),
+                      snippet("observe"), snippet("observe_crashing"), "def body(t):",
+                      "    effect(t, None)", "    return t",
+                      "status, fired = observe(lambda: 1)"]) + "\n"
+    assert lg._without_effect_log(kept, True) == kept
+    cut = "\n".join([snippet("local:EFFECTS"), snippet("local:effect"), snippet("local:observe"),
+                     "def body(t):", "    effect(t, None)", "    return t",
+                     "status, fired = observe(lambda: body(1))"]) + "\n"
+    out = lg._without_effect_log(cut, True)
+    assert "EFFECTS" not in out and "effect(" not in out and "status = observe(" in out
+    assert lg._without_effect_log(cut, False).endswith("\nobserve(lambda: body(1))\n")
+    assert lg._one_line_classes("class Crash(Exception):\n    pass\nx = 1") == \
+        "class Crash(Exception): pass\nx = 1"

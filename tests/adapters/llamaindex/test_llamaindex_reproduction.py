@@ -51,11 +51,13 @@ def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     script = repro.script
     assert "verdict('stored state', read_state('branch-1'), " in script
-    # Task 1 raising "after it completed" is set where it fires, as task 2 starts: the short
-    # crash_point, with a crash point only in the steps that raise.
+    # Task 1 raising "after it completed" is set where it fires, as task 2 starts; no other step
+    # enters task 2 (the start stops at task 1's question), so task 2 raises by itself there:
+    # no CRASH for the step to set, no runtime crash_point.
     assert "task 1 raises after it completed (as task 2 starts)" in script
-    assert "CRASH = (2, 'before its effect')" in script and "observe_crashing" not in script
-    assert 'crash_point(1, "before its effect")' not in script
+    assert 'raise RuntimeError("task 2 fails before its effect")  # the crash point of step 2' in script
+    assert "CRASH" not in script.split('"""', 2)[2] and "crash_point" not in script
+    assert "observe_crashing" not in script
     check_standalone(script, HARNESS)
 
 
@@ -84,7 +86,8 @@ def test_repro_leaves_out_a_crash_point_its_run_never_reached(adapter):
     script = repro.script
     assert "(it stops at task 1's question first: the crash point is never reached)" in script
     assert "CRASH = (3, 'before its effect')" not in script and 'crash_point(3, ' not in script
-    assert "CRASH = (2, 'before its effect')" in script
+    # The fork's crash, then the only one, is task 2's own raise (``sole_raising_crash``).
+    assert 'raise RuntimeError("task 2 fails before its effect")' in script
     # The wait idiom's drive notes no question: the open waiter is the pause.
     assert "asked = int(type(event).__name__[3:])" not in script
     calls = reprocheck.record(adapter, adapter.variant(trace.variant), trace)
