@@ -733,6 +733,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         check=check,
         stdlib=tuple(stdlib),
         asynchronous=True,
+        lean=True,
     ).source()
 
 

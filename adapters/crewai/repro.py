@@ -63,6 +63,7 @@ from adapters.toolkit.script import (
     header,
     pins,
     ran,
+    sole_raising_crash,
     source_as,
     step_of,
     store_class,
@@ -292,6 +293,17 @@ def _task_body(answers: bool, done: bool, bad: bool) -> str:
     if not bad:
         src = re.sub(r"\bout\b", "t", without_lines(src, "out = "))
     return src
+
+
+def _raising(body: str, raising: tuple | None) -> str:
+    """``task_body``'s source with the crash point of ``raising`` (``sole_raising_crash``: step
+    i, task, moment) written as the task's own raise."""
+    if raising is None:
+        return body
+    i, task, moment = raising
+    return body.replace(f'    crash_point(t, "{moment}")',
+                        f"    if t == {task}:  # the crash point of step {i + 1}\n"
+                        f'        raise RuntimeError("task {task} fails {moment}")', 1)
 
 
 def _setup(backend: str, n: int, gates, restored: bool, pending: bool,
@@ -556,6 +568,13 @@ def reproduction(variant, workflow, evidence) -> str | None:
                 return None
             check = replace(check, state_src=reads[-1])
     bad = any(s.bad_output is not None for s in steps)
+    # The one crash no other step reaches, in a task without a gate (a gated task dies in its
+    # gate): the task's own raise, with no CRASH for the step to set.
+    raising = None if isolated else sole_raising_crash(steps, evidence, set(workflow.gates), check)
+    if raising is not None and raising[1] in workflow.gates:
+        raising = None
+    if raising is not None:
+        steps[raising[0]] = replace(steps[raising[0]], crash=None, guarded=True)
     # The state the tasks write is what the check reads, and the field a value outside the
     # schema goes to: the tasks done (and the answers, where a task asks); none where neither.
     done = check.reads_state or bad
@@ -615,8 +634,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         (state_class if answers else without_lines(state_class, "answers:")) if done else "",
         _source(PendingProvider) if workflow.gates else "",
-        _task_body(answers, done, bad) if body_before else
-        without_lines(_task_body(answers, done, bad), 'crash_point(t, "before its effect")'),
+        _raising(_task_body(answers, done, bad), raising) if body_before else
+        without_lines(_raising(_task_body(answers, done, bad), raising),
+                      'crash_point(t, "before its effect")'),
         _source(*readers, backend=backend, done_only=done_only),
         store.source if store else ""]))
     description = variant.description
@@ -643,6 +663,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
                 *(["multiprocessing"] if forced else [])),
         fresh_context=fresh,
         isolated=isolated,
+        lean=True,
     ).source()
     if parent_crash:
         script = _crash_set_in_parent(script, crashes, len(steps))

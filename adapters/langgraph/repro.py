@@ -12,7 +12,7 @@ Each script keeps only what its trace uses: the one ``build_graph`` / ``build_en
 (whose tasks carry every way a trace may make them ask, fail or write outside the schema) loses
 the crash points, the out-of-schema output and the ``interrupt`` it does not use, and a script
 whose check reads no effect (the outcome or the stored state; no process dies) has no effect log
-either: ``_without_effect_log``.  The SQLite file is ``DB``, the saver built inline.
+either: ``Script(lean=True)``.  The SQLite file is ``DB``, the saver built inline.
 
 Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
 Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
@@ -63,13 +63,11 @@ except ImportError:  # pragma: no cover
     PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.repro_runtime_local import observe_outcome
 from adapters.toolkit.script import (
     Script,
     check_for,
     header,
     pins,
-    snippet,
     source_as,
     step_of,
     thread_label,
@@ -496,7 +494,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if options["saver"] == "custom":  # the script names the store's class, not our factory
         description = re.sub(r"^(async )?saver from \S+ ", lambda m: f"{m[1] or ''}"
                              f"{saver.cls} ", description)
-    source = Script(
+    return Script(
         header=header("LangGraph", description, evidence, pins(evidence, PINNED + saver.pinned)),
         imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates),
                          saver=saver.imports),
@@ -508,13 +506,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
         + (("multiprocessing",) if forced else ())
         + (("functools",) if cached else ())
         + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
+        lean=True,
     ).source()
-    if not killed and check.aspect in ("outcome", "state"):
-        source = _without_effect_log(source, check.reads_outcome)
-    elif not re.search(r"^status, fired = observe\(", source, flags=re.MULTILINE):
-        # no step reads what observe() returns: the shorter one, which slices no effect log
-        source = source.replace(snippet("local:observe"), source_as(observe_outcome, "observe"), 1)
-    return _one_line_classes(source)
 
 
 def _reader_source(f, options, saver: Saver, cached: bool, state_src: str) -> str:
@@ -622,38 +615,6 @@ def _inline_checkpoint(src: str, asynchronous: bool) -> str:
                 f"[::-1][{m[2]}].config")
         return _awaited(expr) if asynchronous else expr
     return _CHECKPOINT.sub(written, src)
-
-
-_LOG = {"EFFECTS", "effect", "effects", "fired", "before"}
-
-
-def _without_effect_log(source: str, reads_outcome: bool) -> str:
-    """A script whose check reads no effect (its outcome or the stored state), without the
-    effect log: no ``EFFECTS`` list, no ``effect`` call in the tasks, the ``observe`` above
-    (the outcome alone) and ``status = observe(...)`` (or the bare call, when the check reads
-    the state).  Unchanged when anything left would still read the log (``observe_crashing``,
-    say)."""
-    out = source
-    for name in ("local:EFFECTS", "local:effect", "local:effects"):
-        out = out.replace(snippet(name) + "\n", "", 1)
-    out = out.replace(snippet("local:observe"), source_as(observe_outcome, "observe"), 1)
-    out = re.sub(r"^\s*effect\(t, (value|None)\)\n", "", out, flags=re.MULTILINE)
-    out = re.sub(r"^status, fired = ", "status = " if reads_outcome else "", out,
-                 flags=re.MULTILINE)
-    out = re.sub(r"^(before = len\(EFFECTS\)|fired = EFFECTS\[before:\])\n", "", out,
-                 flags=re.MULTILINE)
-    try:
-        tree = ast.parse(out)
-    except SyntaxError:  # a block left empty
-        return source
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    return source if used & _LOG else out
-
-
-def _one_line_classes(source: str) -> str:
-    """``class Crash(Exception):`` + ``pass`` as one line: a class with no body of its own."""
-    return re.sub(r"^(class \w+\([\w, .]*\)):\n    pass$", r"\1: pass", source, flags=re.MULTILINE)
 
 
 def _saver_imports(kind: str) -> tuple:

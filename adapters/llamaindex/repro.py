@@ -383,6 +383,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         check=check,
         stdlib=("json",),
         asynchronous=True,
+        lean=True,
     ).source()
 
 

@@ -347,7 +347,7 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
         head += "\n" + PRIVATE_NOTE
     return Script(header=head, imports=(*imports, *workflow_imports(used)),
                   workflow_src="\n".join(defined + parts), steps=tuple(steps), check=check,
-                  stdlib=stdlib, asynchronous=True).source()
+                  stdlib=stdlib, asynchronous=True, lean=True).source()
 
 
 __all__ = ["served_reproduction"]

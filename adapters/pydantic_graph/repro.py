@@ -731,6 +731,7 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         stdlib=stdlib + (("typing",) if factory else ()) + (("json",) if "json." in written else ())
         + (("multiprocessing",) if held else ()),
         asynchronous=True,
+        lean=True,
     ).source()
     return _without_unused(source)
 

@@ -132,6 +132,11 @@ class Script:
     # Statements that release the store before the verdict exits (an async connection's worker
     # thread, not a daemon, would keep the script alive): the store's ``ScriptStore.close``.
     teardown: tuple = ()
+    # No effect log where the check reads no effect and no process dies (``without_effect_log``;
+    # elsewhere the ``observe`` of ``repro_runtime_local.observe_outcome`` where no step reads
+    # what it returns), and a class with no body of its own on one line (``one_line_classes``).
+    # Off by default: each adapter that takes it regenerates its scripts.
+    lean: bool = False
 
     def _killed(self) -> bool:
         """Does a process die or several share the effect log (a SIGKILL, a race, isolated
@@ -192,7 +197,17 @@ class Script:
             body += self._step(i, step)
         body += [f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
         body += self._check()
-        return "\n".join(body).rstrip() + "\n"
+        source = "\n".join(body).rstrip() + "\n"
+        return self._leaner(source) if self.lean else source
+
+    def _leaner(self, source: str) -> str:
+        if not self._killed() and self.check.aspect in ("outcome", "state"):
+            source = without_effect_log(source, self.check.reads_outcome)
+        elif not re.search(r"^status, fired = observe\(", source, flags=re.MULTILINE):
+            # no step reads what observe() returns: the shorter one, which slices no effect log
+            source = source.replace(snippet("local:observe"),
+                                    source_as(repro_runtime_local.observe_outcome, "observe"), 1)
+        return one_line_classes(source)
 
     def _raising_only(self) -> bool:
         """Do all crash points raise at a task's own moment (no SIGKILL, no "after it
@@ -313,6 +328,39 @@ class Script:
 
 
 _CRASH_LINE = re.compile(r'^\s*crash_point\([^,()]+, "(?P<moment>[a-z ]+)"\)\s*$')
+
+
+_LOG = {"EFFECTS", "effect", "effects", "fired", "before"}
+
+
+def without_effect_log(source: str, reads_outcome: bool) -> str:
+    """A script whose check reads no effect (its outcome or the stored state), without the
+    effect log: no ``EFFECTS`` list, no line that only calls ``effect(...)`` in the tasks,
+    ``observe_outcome`` as its ``observe`` (the outcome alone) and ``status = observe(...)`` (or
+    the bare call, when the check reads the state).  Unchanged when anything left would still
+    read the log (``observe_crashing``, say) or a block would be left empty."""
+    out = source
+    for name in ("local:EFFECTS", "local:effect", "local:effects"):
+        out = out.replace(snippet(name) + "\n", "", 1)
+    out = out.replace(snippet("local:observe"),
+                      source_as(repro_runtime_local.observe_outcome, "observe"), 1)
+    out = re.sub(r"^\s*effect\([^()\n]*\)\n", "", out, flags=re.MULTILINE)
+    out = re.sub(r"^status, fired = ", "status = " if reads_outcome else "", out,
+                 flags=re.MULTILINE)
+    out = re.sub(r"^(before = len\(EFFECTS\)|fired = EFFECTS\[before:\])\n", "", out,
+                 flags=re.MULTILINE)
+    try:
+        tree = ast.parse(out)
+    except SyntaxError:  # a block left empty
+        return source
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return source if used & _LOG else out
+
+
+def one_line_classes(source: str) -> str:
+    """``class Crash(Exception):`` + ``pass`` as one line: a class with no body of its own."""
+    return re.sub(r"^(class \w+\([\w, .]*\)):\n    pass$", r"\1: pass", source, flags=re.MULTILINE)
 
 
 def _used_crash_points(src: str, crashes: list) -> str:

@@ -400,3 +400,23 @@ def test_the_sole_raising_crash_is_one_no_other_step_reaches():
         other = Step(comment="Run", calls=("run()",), crash=spot)
         assert sole_raising_crash([first, other], evidence, set(), check) is None
     assert sole_raising_crash([crash, crash], evidence, set(), check) is None
+
+
+@pytest.mark.parametrize("forgetful", [True, False])
+def test_a_lean_script_whose_check_reads_no_effect_has_no_effect_log(tmp_path, forgetful):
+    # The outcome check: the run completes either way (a forgetful run too), exit 0; the effect
+    # log is gone and observe returns the outcome alone.
+    workflow = WORKFLOW.replace("FORGETFUL_VALUE", str(forgetful))
+    steps = (Step(comment="First run", calls=("run('run-1')",)),
+             Step(comment="Run again", calls=("run('run-1')",), observed=True))
+    check = Check(aspect="outcome", allowed=("completed",), expected="e", observed="o")
+    lean = Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=check,
+                  lean=True).source()
+    assert "EFFECTS" not in lean and "effect(" not in lean and "status = observe(" in lean
+    assert run(lean, tmp_path).returncode == 0
+    # An effects check keeps the log: it is what the check reads.
+    effects = Check(aspect="effects", allowed=((),), expected="e", observed="o")
+    kept = Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=effects,
+                  lean=True).source()
+    assert "EFFECTS" in kept and "effect(t, None)" in kept
+    assert run(kept, tmp_path).returncode == (1 if forgetful else 0)

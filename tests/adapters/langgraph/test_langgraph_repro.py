@@ -220,7 +220,7 @@ def test_repro_of_a_state_check_after_a_crash_point_is_short(adapter, variant):
 
 def test_repro_trimming_helpers():
     from adapters.langgraph import repro as lg
-    from adapters.toolkit.script import snippet
+    from adapters.toolkit.script import one_line_classes, snippet, without_effect_log
 
     assert lg._inline_checkpoint("forge(checkpoint('run-1', 2), {})", False) == (
         "forge(list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))"
@@ -238,12 +238,12 @@ def test_repro_trimming_helpers():
                       snippet("observe"), snippet("observe_crashing"), "def body(t):",
                       "    effect(t, None)", "    return t",
                       "status, fired = observe(lambda: 1)"]) + "\n"
-    assert lg._without_effect_log(kept, True) == kept
+    assert without_effect_log(kept, True) == kept
     cut = "\n".join([snippet("local:EFFECTS"), snippet("local:effect"), snippet("local:observe"),
                      "def body(t):", "    effect(t, None)", "    return t",
                      "status, fired = observe(lambda: body(1))"]) + "\n"
-    out = lg._without_effect_log(cut, True)
+    out = without_effect_log(cut, True)
     assert "EFFECTS" not in out and "effect(" not in out and "status = observe(" in out
-    assert lg._without_effect_log(cut, False).endswith("\nobserve(lambda: body(1))\n")
-    assert lg._one_line_classes("class Crash(Exception):\n    pass\nx = 1") == \
+    assert without_effect_log(cut, False).endswith("\nobserve(lambda: body(1))\n")
+    assert one_line_classes("class Crash(Exception):\n    pass\nx = 1") == \
         "class Crash(Exception): pass\nx = 1"
