@@ -12,10 +12,11 @@ whose ``Task`` never asks, ``TaskOutput`` fields, store functions, ``outcome``, 
 and constants appear only where something reads them, and a crash of task t "after it
 completed" is written as task t + 1 failing as it starts, which it is, when t is not the last;
 where no other step that runs the team enters the failing task, the task itself raises there
-(``_raising_in_task``), with no ``CRASH`` for a step to set.  The SQLite store is one connection
-the script opens (``SQLITE_OPEN``) unless a process is killed (then each call connects); the
-JSON store reads and writes with ``pathlib``, and where only the check reads it, ``read_state``
-reads the file itself; the guard against a run never saved is written only where the checked
+(``_raising_in_task``), with no ``CRASH`` for a step to set (and, the last task of a Swarm, no
+reply of its own).  The SQLite store is one connection the script opens to a database in memory
+(``SQLITE_OPEN``) unless a process is killed (then each call connects to a file); the JSON store
+reads and writes with ``pathlib``, and where only the check reads it, ``read_state`` reads the
+file itself; the guard against a run never saved is written only where the checked
 run has no save.  The team itself is written out for the workflow's tasks (``_team_source``:
 each agent added and each edge drawn by name, tested against the generic builders below as
 ``_builder_source`` trims them); a forgery that only adds the next task's output pastes the
@@ -286,10 +287,11 @@ def overwrite_sqlite(thread, state):
                    "WHERE thread = ?)", (json.dumps(state), thread))
 
 
-# The SQLite store of a script in which no process is killed: one connection, opened (and the
-# table made) by the script's two lines ``SQLITE_OPEN``; a script with a SIGKILL connects anew in
-# every call (the functions above), as a process that forked must.
-SQLITE_OPEN = ('DB = sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite"), isolation_level=None)',
+# The SQLite store of a script in which no process is killed: one connection, to a database in
+# memory (the one process is its only reader: no file, no WORKDIR), opened (and the table made)
+# by the script's two lines ``SQLITE_OPEN``; a script with a SIGKILL connects anew in every call
+# (the functions above) to a file, as a process that forked must.
+SQLITE_OPEN = ('DB = sqlite3.connect(":memory:", isolation_level=None)  # one process: no file needed',
                'DB.execute("CREATE TABLE saves (thread, label, state)")')
 DB: sqlite3.Connection | None = None
 
@@ -626,6 +628,9 @@ def _raising_in_task(steps: list, agent: str, check, evidence, workflow):
     raising = (f"        if self.t == {t}:  # the crash point of step {i + 1}\n"
                f'            raise RuntimeError("task {t} fails {moment}")\n')
     steps = [*steps[:i], replace(steps[i], crash=None, guarded=True), *steps[i + 1:]]
+    # the last task of a Swarm raising before it replies: its reply, which ends the run, is
+    # never sent (the others' hand-off stays)
+    agent = without_lines(agent, f"if self.t == {t}:  # the last task: its output ends", extra=1)
     return steps, without_lines(agent.replace(point, raising), "crash_point(")
 
 

@@ -67,12 +67,12 @@ def sole_raising_crash(steps, evidence, gates, check, runs=None) -> tuple | None
     """The one crash of a trace that its task can raise by itself: ``(i, task, moment)`` where
     the trace's only crash point is step ``i``'s, an exception at a task's own moment ("before
     its effect" or "after its effect"), the check reads no outcome of that step (nothing then
-    tells a crash from a refusal: no ``Crash`` class is needed), and no other step that runs tasks (``runs(step)``: by default, any step
-    with calls) enters that task: it is no gate and fired no effect there.  The workflow's
-    definition can then raise there unconditionally (``raise RuntimeError("task 2 fails ...")``)
-    in place of the runtime's ``crash_point`` and the ``CRASH`` the step would set around its
-    call; the step still runs through ``observe`` (``guarded``), which catches it.  None
-    otherwise."""
+    tells a crash from a refusal: no ``Crash`` class is needed), and no other step that runs
+    tasks (``runs(step)``: by default, any step with calls) enters that task: it is no gate and
+    fired no effect there.  The workflow's definition can then raise there unconditionally
+    (``raise RuntimeError("task 2 fails ...")``) in place of the runtime's ``crash_point`` and
+    the ``CRASH`` the step would set around its call; the step still runs through ``observe``
+    (``guarded``), which catches it.  None otherwise."""
     crashing = [i for i, s in enumerate(steps) if s.crash is not None]
     if len(crashing) != 1 or (steps[crashing[0]].observed and check.reads_outcome):
         return None
@@ -135,7 +135,8 @@ class Script:
     # No effect log where the check reads no effect and no process dies (``without_effect_log``;
     # elsewhere the ``observe`` of ``repro_runtime_local.observe_outcome`` where no step reads
     # what it returns), and a class with no body of its own on one line (``one_line_classes``).
-    # Off by default: each adapter that takes it regenerates its scripts.
+    # Every built-in adapter sets it; off by default, so that another adapter's scripts do not
+    # change under it.
     lean: bool = False
 
     def _killed(self) -> bool:

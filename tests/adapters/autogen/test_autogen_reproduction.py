@@ -123,8 +123,25 @@ def test_repro_of_a_task_raising_in_the_one_run_that_enters_it_raises_in_the_tas
             assert "def load(" not in body and 'path = pathlib.Path(WORKDIR, f"{thread}.json")' in body
             assert repro.lines <= 60, repro.script
         else:
-            assert 'DB = sqlite3.connect(os.path.join(WORKDIR, "saves.sqlite"), isolation_level=None)' in body
+            assert 'DB = sqlite3.connect(":memory:", isolation_level=None)' in body
+            assert "WORKDIR" not in body  # one process, its store in memory: no file
             assert "with sqlite3.connect(" not in body
+
+
+SWARM_LAST_RAISES = CORPUS / "swarm-handoff-hitl-sqlite" / "StateMismatch-5367fa02901a.json"
+
+
+def test_the_last_task_of_a_swarm_raising_sends_no_reply_of_its_own(adapter):
+    """Task 2, the last, raises as it starts: its reply that ends the run (``if self.t == 2:  #
+    the last task``) is never sent and is not written; the store is in memory."""
+    repro = reproduce(adapter, SWARM_LAST_RAISES)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    body = _body(repro.script)
+    assert 'raise RuntimeError("task 2 fails before its effect")' in body
+    assert "# the last task" not in body and "inner_messages=[message]" in body
+    assert 'DB = sqlite3.connect(":memory:", isolation_level=None)' in body and "WORKDIR" not in body
+    assert max(len(line) for line in body.splitlines() if not line.startswith("# ")) <= 120
+    check_standalone(repro.script, HARNESS)
 
 
 def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call():
