@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import socket
@@ -81,6 +82,7 @@ SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"}
 
 DB = os.path.join(WORKDIR, "server.sqlite")
 DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'  # DB, as the script writes it
+SINGLE_DB_SRC = 'os.path.join(tempfile.mkdtemp(), "server.sqlite")'  # ... with one server only
 
 
 @contextlib.asynccontextmanager
@@ -118,15 +120,14 @@ def serve_in_background():
 async def follow_once(client, handler_id, after):
     """Read ``GET /events/{handler_id}`` after sequence ``after`` until the run waits for an
     answer or stops (the event's type); a failed run raises."""
-    async with asyncio.timeout(60):
-        stream = client.get_workflow_events(handler_id, include_internal_events=True, after_sequence=after)
-        async with contextlib.aclosing(stream):
-            async for event in stream:
-                kinds = {event.type, *(event.types or ())}
-                if "WorkflowFailedEvent" in kinds:
-                    raise RuntimeError(f"the run failed: {event.value}")
-                if stop := kinds & {"WorkflowIdleEvent", "StopEvent"}:
-                    return stop.pop()
+    stream = client.get_workflow_events(handler_id, include_internal_events=True, after_sequence=after)
+    async with asyncio.timeout(60), contextlib.aclosing(stream):
+        async for event in stream:
+            kinds = {event.type, *(event.types or ())}
+            if "WorkflowFailedEvent" in kinds:
+                raise RuntimeError(f"the run failed: {event.value}")
+            if stop := kinds & {"WorkflowIdleEvent", "StopEvent"}:
+                return stop.pop()
 
 
 async def follow(client, handler_id, after):
@@ -262,7 +263,12 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
     answered = any(op.name in ("resume", "race") for op in ops)
     tampers = any(op.name == "tamper" for op in ops)
     if not tampers:  # only the tamper's SQL names the file again: no constant for it otherwise
-        serve = serve.replace("SqliteWorkflowStore(DB)", f"SqliteWorkflowStore({DB_SRC})")
+        # one server process in the script (one ``serving()`` block, or the one background
+        # server): its file in a directory of its own, no WORKDIR for it
+        single = one_server or (not racers and sum(
+            any("async with serving()" in c for c in s.calls) for s in steps) == 1)
+        serve = serve.replace("SqliteWorkflowStore(DB)",
+                              f"SqliteWorkflowStore({SINGLE_DB_SRC if single else DB_SRC})")
     follows = [_source(follow) if answered else source_as(follow_once, "follow")]
     outcomes = [source_as(outcome_of_server, "outcome")] if check.reads_outcome else []
     if one_server:
@@ -275,7 +281,7 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
                if one_server else [])]
     imports = ("import uvicorn", "from llama_agents.client import WorkflowClient",
                "from llama_agents.server import SqliteWorkflowStore, WorkflowServer")
-    stdlib = ("contextlib", "socket", *(["multiprocessing"] if racers else []),
+    stdlib = ("contextlib", "os", "socket", "tempfile", *(["multiprocessing"] if racers else []),
               *(["sqlite3"] if tampers else []), *(["threading", "time"] if one_server else []))
     return parts, imports, stdlib
 
@@ -335,6 +341,7 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
     gates = set(workflow.gates)
     steps = [as_raised(s, workflow.n) for s in steps]
     defined = definitions(workflow, variant.options["gate"], crash_points(steps, workflow.n), answers=False)
+    steps, defined = _constant_bad_output(steps, defined)
     parts, imports, stdlib = (_dbos_parts(check, gates) if dbos else
                               _server_parts(evidence, ops, check, steps, gates, helpers, one_server))
     if any(s.bad_output is not None for s in steps[1:]):
@@ -345,9 +352,42 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
                   evidence, pins(evidence, DBOS_PINS if dbos else SERVER_PINS))
     if variant.options.get("api") == "private":
         head += "\n" + PRIVATE_NOTE
-    return Script(header=head, imports=(*imports, *workflow_imports(used)),
-                  workflow_src="\n".join(defined + parts), steps=tuple(steps), check=check,
-                  stdlib=stdlib, asynchronous=True, lean=True).source()
+    return _outcome_inlined(Script(header=head, imports=(*imports, *workflow_imports(used)),
+                                   workflow_src="\n".join(defined + parts), steps=tuple(steps),
+                                   check=check, stdlib=stdlib, asynchronous=True, lean=True).source())
+
+
+_BAD_TASK = re.compile(r'(\()?"<bad>" if ([\w.]+) == BAD_OUTPUT else \2(?(1)\),|)')
+
+
+def _constant_bad_output(steps, defined) -> tuple:
+    """Every step with the same task writing outside the schema (one start, say): that task's
+    body writes ``"<bad>"`` itself, the others their plain value, and no step sets
+    ``BAD_OUTPUT``."""
+    bad = {s.bad_output for s in steps}
+    if len(bad) != 1 or None in bad:
+        return steps, defined
+    task = repr(bad.pop())
+
+    def written(m):
+        value = '"<bad>"' if m[2] == task else m[2]
+        return f"{value}," if m[1] else value
+    return ([dataclasses.replace(s, bad_output=None) for s in steps],
+            [_BAD_TASK.sub(written, d) for d in defined])
+
+
+def _outcome_inlined(source: str) -> str:
+    """``outcome`` (``outcome_of_server``) called once, as a step's ``return outcome(...)``:
+    its one line written there, no definition."""
+    defined = source_as(outcome_of_server, "outcome")
+    calls = re.findall(r"^( *)return outcome\((.*)\)$", source, flags=re.MULTILINE)
+    if defined not in source or len(calls) != 1 or source.count("outcome(") != 2:
+        return source
+    indent, call = calls[0]
+    body = defined.splitlines()[-1].strip().removeprefix("return ")
+    return source.replace(defined + "\n", "", 1).replace(
+        f"{indent}return outcome({call})",
+        f"{indent}stopped_at = {call}\n{indent}return {body}", 1)
 
 
 __all__ = ["served_reproduction"]

@@ -96,3 +96,21 @@ def test_server_script_of_a_hang_keeps_one_server_and_bounds_the_wait(adapter):
     crashed = replace(trace.observations[0], outcome="crashed", error="SIGKILL")
     killed = trace.with_(observations=(crashed, *trace.observations[1:]))
     assert not reprocheck.script_for(adapter, variant, killed, STUCK_CALLS).checked
+
+
+def test_server_script_of_one_start_writes_its_constants_in_place(adapter):
+    """One start whose task writes outside the schema, on one server: the task body writes
+    ``"<bad>"`` itself (no ``BAD_OUTPUT``), the store's file lies in a directory of its own (no
+    ``WORKDIR``), the outcome's one line is written in the step (no ``outcome`` helper), and the
+    script still shows the run completing where the contract wants a refusal."""
+    trace = load_trace(CORPUS / "server-wait" / "InvalidPersist-dd2cf93a35b0.json")
+    repro = reproduce(adapter, trace)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    script = repro.script
+    assert 'state.done = [*state.done, "<bad>"]' in script and "BAD_OUTPUT" not in script
+    assert "WORKDIR" not in script and "tempfile.mkdtemp()" in script
+    assert "def outcome(" not in script
+    assert "stopped_at = await follow(client, 'run-1', after=-1)" in script
+    assert "verdict('outcome', status, ['rejected'])" in script
+    assert repro.lines <= 60, script
+    check_standalone(script, HARNESS)
