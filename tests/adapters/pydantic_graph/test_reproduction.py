@@ -173,3 +173,19 @@ def test_repro_leaves_out_a_load_all_whose_snapshot_nothing_reads(adapter, varia
     assert "load_all" not in repro.script
     assert "raised GraphRuntimeError" in repro.outputs[0], repro.outputs
     check_standalone(repro.script, HARNESS)
+
+
+# Kept beside the test: a resume whose outcome the check reads, read once.
+OUTCOME_READ_ONCE = Path(__file__).resolve().parent / "data" / "InvalidPersist-d5a85fb7c547.json"
+
+
+def test_repro_writes_out_an_outcome_read_once(adapter, variant):
+    """A step whose outcome the check reads, the only one: no ``outcome`` function, its
+    expression at the call, and the script still exits 1 on the defect."""
+    trace = load_trace(OUTCOME_READ_ONCE)
+    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "def outcome" not in repro.script and "outcome(" not in repro.script
+    assert 'return "completed" if isinstance(run.next_node, End) else "interrupted"' \
+        in repro.script
+    check_standalone(repro.script, HARNESS)
