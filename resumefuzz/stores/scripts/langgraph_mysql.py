@@ -2,17 +2,16 @@
 MySQL/MariaDB server at 127.0.0.1:3306 (user root), dropped when the script exits."""
 
 import atexit
-import os
+import uuid
 
 import pymysql
 from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
 
 
 def fresh_database():
-    name = "repro_" + os.path.basename(WORKDIR).replace("-", "_").lower()
+    name = f"repro_{uuid.uuid4().hex}"  # the script's own, whatever else runs
     admin = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
     admin.cursor().execute(f"CREATE DATABASE `{name}`")
     atexit.register(lambda: admin.cursor().execute(f"DROP DATABASE `{name}`"))
