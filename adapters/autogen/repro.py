@@ -23,7 +23,13 @@ each agent added and each edge drawn by name, tested against the generic builder
 ``rewrite`` that does that alone (the output built and serialised by AgentChat's own message
 class); a save after the checked step's last run is left out where the check counts effects;
 a single-use output is built where it is sent, and ``on_reset``, which does nothing, is one
-line.
+line.  Where no task fires its effect, in the trace or in what the checked step allows, every
+task that runs asks (``_asking_only``: no answer to find, no output, no end leaf); where nothing
+reads a gate's answer, it has no name (``_without_value``); where the tasks done alone tell a
+stored state apart, the check compares them alone, read by ``read_done`` (``_done_alone``); a
+task raising at its crash point is caught by the ``run()`` that enters it (``_catching``: no
+``observe``); a ``def`` whose body is one line is written on one line (``_folded``); the JSON
+store's tamper is a ``save``; the SQLite store in memory loads a saved run's newest row.
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -314,6 +320,11 @@ def load_newest_db(thread):
     return next((json.loads(state) for (state,) in rows), None)
 
 
+def load_saved_db(thread):
+    """``load_newest_db`` where every call loads a run that was saved: the newest row's state."""
+    return json.loads(next(DB.execute("SELECT state FROM saves WHERE thread = ? ORDER BY rowid DESC", (thread,)))[0])
+
+
 def overwrite_db(thread, state):
     """Replace the newest saved state of ``thread`` in place, with plain SQL."""
     DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",
@@ -353,14 +364,29 @@ def read_state_without_gates(thread):
     return {"done": done, "answers": {}, "pending": None}
 
 
+def read_done(thread):
+    """``read_state`` where the check compares the tasks done alone (they tell the observation
+    apart from every allowed one): the outputs in the manager's thread."""
+    return {"done": [m["content"]["out"] for a in load(thread)["agent_states"].values()
+                     for m in a.get("message_thread", []) if m.get("type") == "StructuredMessage[TaskOutput]"]}
+
+
+def read_done_of_state(thread):
+    """``read_done`` with the state read on a line of its own (where the read is longer than
+    ``load(thread)``: the JSON file read in place, or a guard against a run never saved)."""
+    state = load(thread)
+    return {"done": [m["content"]["out"] for a in state["agent_states"].values()
+                     for m in a.get("message_thread", []) if m.get("type") == "StructuredMessage[TaskOutput]"]}
+
+
 def rewrite_next_output(state, done, answers):
     """``rewrite`` where the forgery only adds the next task's output (one task more than the run
     wrote): task ``done[-1]``'s output, as AutoGen serialises a message, appended to the
-    manager's thread (what ``statefmt.rewrite`` appends then, but for its id and time)."""
-    state, t = copy.deepcopy(state), done[-1]
+    manager's thread (what ``statefmt.rewrite`` appends then, but for its id and time).  It
+    alters ``state``, which the script's call has just loaded, in place."""
     thread = next(a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a)
-    output = TaskOutput(task=t, out=t, answer=answers.get(t))
-    thread.append(StructuredMessage[TaskOutput](content=output, source=f"t{t}").dump())
+    output = TaskOutput(task=done[-1], out=done[-1], answer=answers.get(done[-1]))
+    thread.append(StructuredMessage[TaskOutput](content=output, source=f"t{done[-1]}").dump())
     return state
 
 
@@ -489,7 +515,7 @@ def _team_source(shape: str, workflow, step: bool) -> str:
         stop = ('HandoffTermination(target="user") | ' if gates else "") + \
             f'SourceMatchTermination(["t{n}"])'
         one = f"    return Swarm([{agents}], termination_condition={stop}{turns})"
-        if len(one) <= 100:
+        if len(one) <= LONGEST:
             return "\n".join(["def build_team():", one])
         return "\n".join(["def build_team():", f"    stop = {stop}",
                           f"    return Swarm([{agents}], termination_condition=stop{turns})"])
@@ -530,12 +556,21 @@ def _team_source(shape: str, workflow, step: bool) -> str:
         line += f".add_node({node})"
     lines += [line, *(f"    {e}" for e in edges)]
     if entry:  # a cycle at the first task: no node without a parent to start from
-        lines.append(f'    builder.set_entry_point("{entry}")')
+        chained = f'{lines[-1]}.set_entry_point("{entry}")'  # the builder's methods return it
+        if lines[-1].startswith("    builder.add_edge(") and len(chained) <= LONGEST:
+            lines[-1] = chained
+        else:
+            lines.append(f'    builder.set_entry_point("{entry}")')
     if not asking:
         return "\n".join([*lines, "    return GraphFlow(builder.get_participants(), "
                                   f"graph=builder.build(){turns})"])
     sources = ", ".join(f'"{a}"' for a in asking)
-    return "\n".join([*lines, f'    stop = TextMentionTermination("__INTERRUPT__", sources=[{sources}])',
+    stop = f'TextMentionTermination("__INTERRUPT__", sources=[{sources}])'
+    inline = f"                     termination_condition={stop})"
+    if step and len(inline) <= LONGEST:  # two lines either way: the condition where it is used
+        return "\n".join([*lines, "    return GraphFlow(builder.get_participants(), graph=builder.build(), "
+                                  f"max_turns=1,\n{inline}"])
+    return "\n".join([*lines, f"    stop = {stop}",
                       "    return GraphFlow(builder.get_participants(), graph=builder.build(),"
                       + ("\n                     " if step else " ")
                       + f"termination_condition=stop{turns})"])
@@ -554,7 +589,8 @@ def _store(every: str, sqlite_store: bool, check, ops, shared: bool):
     setup, inline = [], False
     if sqlite_store and shared:
         store = {"save": source_as(save_db, "save"),
-                 "load": source_as(load_db if labelled else load_newest_db, "load"),
+                 "load": source_as(load_db if labelled else load_newest_db if unsaved else load_saved_db,
+                                   "load"),
                  "overwrite": source_as(overwrite_db, "overwrite")}
         setup = list(SQLITE_OPEN)
     elif sqlite_store:
@@ -576,6 +612,10 @@ def _store(every: str, sqlite_store: bool, check, ops, shared: bool):
             "overwrite": "overwrite(" in every}
 
     def reader(src: str) -> str:
+        if "load(thread)[" in src:  # read_done: the state read in place where it is that short
+            if not (inline or unsaved):
+                return src
+            src = source_as(read_done_of_state, "read_state")
         if inline and unsaved:
             src = src.replace("):\n", '):\n    path = pathlib.Path(WORKDIR, f"{thread}.json")\n', 1)
             read = f"{JSON_READ_PATH} if path.exists() else {NOTHING_SAVED}"
@@ -616,7 +656,9 @@ def _raising_in_task(steps: list, agent: str, check, evidence, workflow):
     not tell a crash from a refusal, and no other step that runs the team enters that task (it
     is no gate, nor a gate's asker, and fired no effect there): the task itself raising there
     (``if self.t == t: raise``), in place of the runtime's ``crash_point`` and the ``CRASH``
-    the step would set; the step runs through ``observe``, which catches it."""
+    the step would set.  The step's last call, the ``run()`` that enters the task, catches the
+    ``RuntimeError`` AutoGen re-raises it as (``_catching``); where that call is not a plain
+    line of its own, the step runs through ``observe``, which catches it."""
     found = sole_raising_crash(steps, evidence, workflow.gates, check,
                                runs=lambda step: any(RUNS.search(c) for c in step.calls))
     if found is None:
@@ -627,17 +669,115 @@ def _raising_in_task(steps: list, agent: str, check, evidence, workflow):
         return steps, agent
     raising = (f"        if self.t == {t}:  # the crash point of step {i + 1}\n"
                f'            raise RuntimeError("task {t} fails {moment}")\n')
-    steps = [*steps[:i], replace(steps[i], crash=None, guarded=True), *steps[i + 1:]]
+    caught = _catching(steps[i].calls, t)
+    crashed = replace(steps[i], crash=None, calls=caught, guarded=False) if caught else replace(steps[i], crash=None, guarded=True)
+    steps = [*steps[:i], crashed, *steps[i + 1:]]
     # the last task of a Swarm raising before it replies: its reply, which ends the run, is
     # never sent (the others' hand-off stays)
     agent = without_lines(agent, f"if self.t == {t}:  # the last task: its output ends", extra=1)
     return steps, without_lines(agent.replace(point, raising), "crash_point(")
 
 
+def _done_alone(check, evidence):
+    """A check of the stored state where the tasks done alone tell the observation apart from
+    every allowed state: ``(check, True)`` with the check comparing those alone (the script's
+    ``read_state`` reads no more, ``read_done``), its words saying them; else ``(check, False)``."""
+    mine = state_value(evidence.observed[evidence.step].state)
+    if check.aspect != "state" or mine is None or any(a["done"] == mine["done"] for a in check.allowed):
+        return check, False
+    words = lambda done: "stored afterwards: tasks done: " + (", ".join(map(str, done)) or "none")  # noqa: E731
+    allowed = list({json.dumps(a["done"]): a["done"] for a in check.allowed}.values())
+    return replace(check, allowed=tuple({"done": done} for done in allowed),
+                   expected=" or ".join(dict.fromkeys(map(words, allowed))),
+                   observed=words(mine["done"])), True
+
+
+def _quiet(evidence) -> bool:
+    """Does no task fire its effect in any step of the trace, nor in any observation the
+    checked step allows?  Then no task gets past asking (or its crash point): every one that
+    runs asks, and nothing writes an output or runs the "end" leaf."""
+    seen = [o for o in evidence.observed[: evidence.step + 1] if o is not None]
+    return not any(o.effects for o in [*seen, *evidence.allowed])
+
+
+def _asking_only(agent: str, shape: str, crashing: bool) -> str:
+    """``Task`` of a quiet trace (``_quiet``): ``on_messages`` as far as its crash point, if
+    any, then asking; no answer to find, no kind to tell (the builder still names each).  Where
+    each agent that asks is the gate itself, named t<g> (not split's asker), it asks with its
+    name, and ``__init__`` only names it."""
+    lines = agent.splitlines()
+    start = next(i for i, line in enumerate(lines) if "async def on_messages(" in line)
+    end = next(i for i, line in enumerate(lines) if "async def on_reset(" in line)
+    body = lines[start + 1:end]
+    said = next(i for i, line in enumerate(body) if line.lstrip().startswith("said = "))
+    kept = [line for line in body[:said] if ("crash_point(" in line and crashing) or "raise " in line
+            or "# the crash point of step" in line]  # no crash point where no step crashes
+    ask = next(i for i, line in enumerate(body) if "__INTERRUPT__ t{self.t}" in line)
+    asking = body[ask:ask + 2] if body[ask].lstrip().startswith("ask = ") else body[ask:ask + 1]
+    asking = [line[4:] for line in asking]  # out of the ``if`` it was in
+    head = lines[start] + "  # in this trace every task that runs asks"
+    lines = [*lines[:start], head, *kept, *asking, *lines[end:]]
+    agent = "\n".join(lines).replace("self.t, self.kind = t, kind", "self.t = t")
+    named = agent.replace('f"__INTERRUPT__ t{self.t}"', 'f"__INTERRUPT__ {self.name}"')
+    if shape == "split" or re.search(r"self\.t\b(?! = t$)", named, re.MULTILINE):
+        return agent  # an asker ask<g>, or a crash point: t is read
+    init = re.search(r"^(    def __init__\(.*\):)\n        (super\(\).*)\n        self\.t = t$", named, re.MULTILINE)
+    one = init and f"{init.group(1)} {init.group(2)}"
+    return named.replace(init.group(0), one) if one and len(one) <= LONGEST else agent
+
+
+def _without_value(agent: str) -> str:
+    """``Task`` where the answer a gate is given is not read (no output's ``answer``, no effect
+    log, ``Script``'s lean drops the ``effect`` line, here already): the gate asks until the
+    user's message is an answer, with no ``value`` to name."""
+    agent = without_lines(without_lines(agent, "value = said.removeprefix("), "effect(self.t, value)")
+    return agent.replace("value is None", 'not said.startswith("resume:")')
+
+
+def _folded(src: str) -> str:
+    """``src`` with each top-level ``def`` whose body is one line written on its line (``def
+    save(thread, state): ...``), where that stays within ``LONGEST``."""
+    lines, out, i = src.splitlines(), [], 0
+    while i < len(lines):
+        line = lines[i]
+        body = lines[i + 1] if i + 1 < len(lines) else ""
+        after = lines[i + 2] if i + 2 < len(lines) else ""
+        one = f"{line} {body.strip()}"
+        if (line.startswith("def ") and line.endswith(":") and body.startswith("    ")
+                and not body.startswith("     ") and not after.startswith(" ")
+                and not re.match(r"(if|for|while|with|try)\b", body.strip()) and len(one) <= LONGEST):
+            out.append(one)
+            i += 2
+        else:
+            out.append(line)
+            i += 1
+    return "\n".join(out)
+
+
 RUNS = re.compile(r"\.run(_stream)?\(")  # a call that runs the team: its tasks execute
 
 
+def _catching(calls, t: int) -> tuple | None:
+    """A step whose last call runs the team and enters task ``t``, which raises there, with that
+    call in a ``try`` that catches what AutoGen re-raises (a ``RuntimeError`` with the task's
+    words) and prints it, as ``observe`` would; ``None`` where the last call is no plain line of
+    its own (a loop's body, say) that runs the team."""
+    if not calls or not RUNS.search(calls[-1]) or calls[-1][:1].isspace():
+        return None
+    return (*calls[:-1], "try:", f"    {calls[-1]}",
+            f"except RuntimeError as exc:  # task {t}'s raise, as AutoGen re-raises it",
+            '    print("raised", str(exc).splitlines()[0])')
+
+
 def reproduction(variant, workflow, evidence) -> str | None:
+    script = _reproduction(variant, workflow, evidence, unread_answer=True)
+    if script is not None and "EFFECTS" in script and "effect(self.t" not in script:
+        # the effect log stayed (Script's lean kept it): the task's effect, with its answer, too
+        script = _reproduction(variant, workflow, evidence, unread_answer=False)
+    return script
+
+
+def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
     if any(op.name not in SUPPORTED_OPS or (op.name == "tamper" and op.how != "forged") for op in ops):
@@ -668,9 +808,12 @@ def reproduction(variant, workflow, evidence) -> str | None:
             else:  # the runner loaded the state, found nothing asking, and did not run the team
                 calls = calls + ["result = None  # load_state() took it, no message in it asks: "
                                  "nothing to run"]
+        if not sqlite_store:  # the JSON store holds one state per run: overwriting it saves
+            calls = [re.sub(r"^overwrite\(", "save(", c) for c in calls]
         note = (" (here: every racer loads the saved state before any saves)"
                 if op.name == "race" else "")
         steps.append(_crash_at_next_task(step_of(evidence, i, calls, note=note), workflow))
+    check, done_only = _done_alone(check, evidence)
     if check.reads_state:
         thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
@@ -681,29 +824,37 @@ def reproduction(variant, workflow, evidence) -> str | None:
     agent = _task_source(shape, workflow.n, gated, end, bad)
     steps, agent = _raising_in_task(steps, agent, check, evidence, workflow)
     killed = any(s.crash is not None and s.crash[2] == "sigkill" for s in steps)
+    if _quiet(evidence):
+        agent = _asking_only(agent, shape, any(s.crash is not None for s in steps))
     store, opening, reader = _store(every, sqlite_store, check, ops, shared=not killed)
     tampered = "rewrite(" in every
     rewriters = {_rewriter(evidence, i, c) for i, s in enumerate(steps) for c in s.calls
                  if "rewrite(" in c}
     rewriter = rewriters.pop() if len(rewriters) == 1 else rewrite
+    state_reader = (read_done if done_only else read_state if gated or tampered
+                    else read_state_without_gates)
     readers = [*([rewriter] if tampered else []),
                *([(outcome if gated else outcome_without_gates)] if "outcome(" in every else []),
-               *([(read_state if gated or tampered else read_state_without_gates)]
-                 if check.reads_state else [])]
+               *([state_reader] if check.reads_state else [])]
     output = _source(TaskOutput)
-    if not (check.reads_state or tampered) or not (gated or tampered):
+    if not (tampered or (check.reads_state and state_reader is read_state)):
         # no output's task number or answer is read (only the tasks done, or nothing)
         output = without_lines(without_lines(output, "answer:"), "task: int")
         agent = agent.replace("task=self.t, ", "").replace(", answer=value", "")
+        if not killed and check.aspect in ("outcome", "state") and all(
+                s.crash is None or (s.crash[2] == "exception" and s.crash[1] != "after_commit")
+                for s in steps) and unread_answer:  # no effect log (Script's lean): nothing reads it
+            agent = _without_value(agent)
     names = {outcome_without_gates: "outcome", rewrite_next_output: "rewrite",
-             read_state_without_gates: "read_state"}
+             read_state_without_gates: "read_state", read_done: "read_state"}
+    readers_src = [(reader if f in (read_state, read_state_without_gates, read_done) else str)(
+        source_as(f, names.get(f, f.__name__))) for f in readers]
     parts = [output, _inlined_output(agent),
-             _team_source(shape, workflow, options["save"] == "step"),
-             *(["\n".join(opening)] if opening and store else []), *store,
-             *((reader if f in (read_state, read_state_without_gates) else str)(
-                 source_as(f, names.get(f, f.__name__))) for f in readers)]
+             *map(_folded, [_team_source(shape, workflow, options["save"] == "step"),
+                            *(["\n".join(opening)] if opening and store else []), *store,
+                            *readers_src])]
     if "asks(" in "\n".join(parts):  # what tells an asking message (not in a chain)
-        parts.insert(2, _source(asks))
+        parts.insert(2, _folded(_source(asks)))
     defined = "\n".join(parts)
     uses = lambda name: re.search(rf"\b{name}\b", defined) is not None  # noqa: E731
     constants = [(name, value) for name, value in (("N", workflow.n),

@@ -119,6 +119,9 @@ def test_repro_of_a_task_raising_in_the_one_run_that_enters_it_raises_in_the_tas
         assert max(len(line) for line in body.splitlines() if not line.startswith("# ")) <= 120
         if path != CRASHED_ON_RESUME:  # no gate: the output is built where it is sent
             assert "(content=TaskOutput(out=self.t), source=self.name))" in body, path
+        if path == CRASHED_ON_RESUME:  # the tasks done alone tell it apart: all it reads
+            assert "verdict('stored state', read_state('run-1'), [{'done': [1]}])" in body
+            assert "answer" not in body and "observe(" not in body and repro.lines <= 60, repro.script
         if path == CRASHED_JSON:
             assert "def load(" not in body and 'path = pathlib.Path(WORKDIR, f"{thread}.json")' in body
             assert repro.lines <= 60, repro.script
@@ -156,14 +159,21 @@ def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call():
     ops = [SimpleNamespace(name="start", thread="t0")]
     per_call, opening, _ = generator._store(every, True, check, ops, shared=False)
     assert not opening and all("with sqlite3.connect(" in src for src in per_call)
+    # every load follows a save (the checked run was saved): the newest row, no guard
     shared, opening, _ = generator._store(every, True, check, ops, shared=True)
     assert opening == list(generator.SQLITE_OPEN)
     assert not any("connect(" in src for src in shared)
-    namespace = {"WORKDIR": str(__import__("tempfile").mkdtemp()), **vars(__import__("builtins"))}
-    exec("import json, os, sqlite3\n" + "\n".join([*opening, *shared]), namespace)
-    namespace["save"]("run-1", {"n": 1})
-    namespace["save"]("run-1", {"n": 2})
-    assert namespace["load"]("run-1") == {"n": 2} and namespace["load"]("run-2") is None
+    # the check reads a run never saved: the load that returns None for it
+    unsaved = [SimpleNamespace(name="start", thread="t1")]
+    guarded, _, _ = generator._store(every, True, SimpleNamespace(reads_state=True), unsaved, shared=True)
+    for store, unknown in ((shared, False), (guarded, True)):
+        namespace = {"WORKDIR": str(__import__("tempfile").mkdtemp()), **vars(__import__("builtins"))}
+        exec("import json, os, sqlite3\n" + "\n".join([*opening, *store]), namespace)
+        namespace["save"]("run-1", {"n": 1})
+        namespace["save"]("run-1", {"n": 2})
+        assert namespace["load"]("run-1") == {"n": 2}
+        if unknown:
+            assert namespace["load"]("run-2") is None
 
 
 def test_the_task_raises_itself_only_where_no_other_run_enters_it():
@@ -171,6 +181,8 @@ def test_the_task_raises_itself_only_where_no_other_run_enters_it():
     effect; where another step that runs the team fired the task's effect, or the task is a
     gate, the step keeps the runtime's crash point."""
     from types import SimpleNamespace
+
+    from dataclasses import replace
 
     from adapters.autogen import repro as generator
     from adapters.toolkit.script import Step
@@ -182,7 +194,14 @@ def test_the_task_raises_itself_only_where_no_other_run_enters_it():
     check = SimpleNamespace(reads_outcome=False)
     quiet = SimpleNamespace(observed=[SimpleNamespace(effects=(("t0", 1, None),)), None])
     new_steps, new_agent = generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[]))
-    assert new_steps[1].crash is None and new_steps[1].guarded and new_steps[0] == steps[0]
+    # the run() that enters the task catches what AutoGen re-raises: no observe() needed
+    assert new_steps[1].crash is None and not new_steps[1].guarded and new_steps[0] == steps[0]
+    assert new_steps[1].calls == ("try:", f"    {run}",
+                                  "except RuntimeError as exc:  # task 2's raise, as AutoGen re-raises it",
+                                  '    print("raised", str(exc).splitlines()[0])')
+    looped = [steps[0], replace(steps[1], calls=("for _ in range(3):", f"    {run}"))]
+    in_loop, _ = generator._raising_in_task(looped, agent, check, quiet, SimpleNamespace(gates=[]))
+    assert in_loop[1].guarded and in_loop[1].calls == looped[1].calls  # a loop's run: observe()
     assert "crash_point(" not in new_agent
     lines = new_agent.splitlines()
     at = lines.index("        if self.t == 2:  # the crash point of step 2")
@@ -193,3 +212,28 @@ def test_the_task_raises_itself_only_where_no_other_run_enters_it():
     assert generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[2])) == (steps, agent)
     reads = SimpleNamespace(reads_outcome=True)
     assert generator._raising_in_task(steps, agent, reads, quiet, SimpleNamespace(gates=[])) == (steps, agent)
+
+
+def test_a_quiet_trace_asks_and_goes_no_further(adapter):
+    """No task fires its effect in the trace nor in what the checked step allows (a forged state
+    that load_state() takes): the agent asks, and nothing of answering, output or the end leaf
+    is written; one-line helpers where their body is one line."""
+    repro = reproduce(adapter, CORPUS / "swarm-handoff-hitl-json" / "InvalidPersist-67fd7f2c3b57.json")
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    body = _body(repro.script)
+    assert "# in this trace every task that runs asks" in body and "said" not in body
+    assert 'def __init__(self, t, kind="task"): super().__init__(f"t{t}", f"task {t}")' in body
+    assert "def save(thread, state): pathlib.Path(" in body and "overwrite" not in body
+    assert "save('run-1', rewrite(load('run-1'), [1], {1: 'a'}))" in body
+    assert repro.lines <= 60, repro.script
+    check_standalone(repro.script, HARNESS)
+
+
+def test_folded_defs_stay_within_the_longest_line():
+    from adapters.autogen import repro as generator
+
+    src = "def f(x):\n    return x\ndef g(x):\n    if x:\n        return x\ndef h(x):\n    return (x,\n            x)"
+    assert generator._folded(src).splitlines()[0] == "def f(x): return x"
+    assert generator._folded(src).splitlines()[1:] == src.splitlines()[2:]
+    long = "def f(x):\n    return " + "x" * 120
+    assert generator._folded(long) == long
