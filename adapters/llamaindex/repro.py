@@ -18,6 +18,11 @@ starts (where it fires), so the script takes the short ``crash_point``; a crash 
 never reached (it stopped at an earlier task's question: ``unreached``) left out, said in its
 step; in a workflow without gates, ``read_state`` as ``read_done`` (no answers, nothing
 pending); in the ``wait`` idiom, ``drive`` without noting the question (its waiter says it).
+A task that always raises (``sole_raising_crash``) ends the workflow: no later task, event or
+gate is written (none runs), and its step's run is inside ``contextlib.suppress(RuntimeError)``
+(no ``observe``); ``snapshot(k)`` and ``load(run)`` called once written out at the call;
+``read_state`` without its "no row yet" case where a step surely stored one; ``drive`` returning
+nothing where no ``outcome`` reads it.
 
 A race becomes straight lines: every racer restores the snapshot, then each answers and runs in
 turn: the interleaving in which all read before any writes (a forced race holds them there).
@@ -152,7 +157,11 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
     "before its effect" only where ``crash_at`` (``crash_points``) has ``(t, "before_effect")``;
     ``inline``: ``task_body``'s source, written into the one task's step (a workflow of one
     task: no helper called once); ``raising``: ``(step, task, moment)`` of the one crash its
-    task raises by itself (``sole_raising_crash``), written where the point would be."""
+    task raises by itself (``sole_raising_crash``), written where the point would be; that task
+    is then the last one written (it returns ``StopEvent``): it always raises, so no later task
+    runs (nor the rest of its own step), and their steps and events are left out."""
+    if raising:
+        n, gates = raising[1], {g for g in gates if g <= raising[1]}
 
     def begin(t):
         if raising and raising[1] == t:
@@ -180,8 +189,9 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
                      f'waiter_id="gate{t}", timeout=None)']
             value = "answer.response"
         call = [f"        await task_body(ctx, {t}, {value})"] if inline is None else _inlined(inline, t, value)
+        rest = [] if raising and raising[1] == t else [*call, f"        return {done}"]
         lines += ["    @step", f"    async def task{t}(self, ctx: Context[RunState], ev: {takes}) -> {gives}:",
-                  *body, *call, f"        return {done}"]
+                  *body, *rest]
     return "\n".join(events + lines)
 
 
@@ -222,18 +232,28 @@ def crash_points(steps, n: int) -> set:
     return out
 
 
+def reachable(workflow, raising=None):
+    """``workflow`` as far as its runs can go: up to the task that always raises (``raising``,
+    ``sole_raising_crash``'s), which no run passes; the whole workflow without one."""
+    if raising is None:
+        return workflow
+    return replace(workflow, n=raising[1], gates=tuple(g for g in workflow.gates if g <= raising[1]))
+
+
 def definitions(workflow, idiom: str, crash_at, *, answers: bool, raising=None) -> list:
     """``RunState`` (without ``answers`` where no gate records one and nothing reads them),
-    ``task_body`` (written into the step of a workflow of one task instead) and ``Linear``, with
-    the crash points ``crash_at`` only."""
+    ``task_body`` (written into the step of the one task that calls it instead, none if no
+    task does: a task that always raises calls it not) and ``Linear``, with the crash points
+    ``crash_at`` only and no task after the one that always raises (``raising``)."""
     state = _source(RunState)
-    if not (workflow.gates or answers):
+    ran = reachable(workflow, raising)
+    if not (ran.gates or answers):
         state = without_lines(state, "answers:")
-    body = task_body_source(workflow, crash_at)
-    one = workflow.n == 1
-    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at, inline=body if one else None,
-                            raising=raising)
-    return [state, *([] if one else [body]), linear]
+    body = task_body_source(ran, crash_at)
+    callers = ran.n - (raising is not None)  # the tasks whose step calls task_body
+    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at,
+                            inline=body if callers <= 1 else None, raising=raising)
+    return [state, *([] if callers <= 1 else [body]), linear]
 
 
 UNREACHED = " (it stops at task {gate}'s question first: the crash point is never reached)"
@@ -274,13 +294,19 @@ def as_raised(step, n: int):
                    comment=step.comment.replace(said, f"{said} (as task {task + 1} starts)", 1))
 
 
-def drive_source(gates: bool, every_step: bool, asked: bool, idiom: str = "event") -> str:
+def drive_source(gates: bool, every_step: bool, asked: bool, idiom: str = "event",
+                 returns: bool = True) -> str:
     """``drive`` as the variant runs it: the per-event save only where it saves on every event
     (said there, with no switch to set); where nothing asks, no question to note and no pause to
     stop at (and, saving at the end only, no stream to read: the run is awaited); in the
     ``wait`` idiom no question to note either (a pause there is its open waiter, which
-    ``read_state`` reads, as the case's view does)."""
+    ``read_state`` reads, as the case's view does); without ``returns`` (no call reads what it
+    returns: no ``outcome``), it returns nothing."""
     src = _source(drive)
+    if not returns:
+        src = (src.replace("            return event\n", "            return\n", 1)
+               .replace("    result = await handler\n", "    await handler\n", 1))
+        src = without_lines(src, "    return result")
     if idiom == "wait":
         src = without_lines(src, "InputRequiredEvent", extra=1)
     if every_step:
@@ -294,6 +320,49 @@ def drive_source(gates: bool, every_step: bool, asked: bool, idiom: str = "event
         if not asked:  # no call passes the question of a restored pause
             src = src.replace(", asked=None):", "):", 1)
     return src
+
+
+RAISED = "with contextlib.suppress(RuntimeError):  # task {task} raises here (the crash point)"
+
+
+def raised_there(step, task: int):
+    """The step in which task ``task`` raises by itself (``sole_raising_crash``): its run, from
+    its first ``await drive(``, inside ``contextlib.suppress(RuntimeError)`` (what the task
+    raises; a mistake in the script, a ``NameError``, still stops it), so it needs no
+    ``observe``; unchanged (run through ``observe``) if it has no such call."""
+    first = next((k for k, c in enumerate(step.calls) if c.startswith("await drive(")), None)
+    if first is None:
+        return step
+    calls = [*step.calls[:first], RAISED.format(task=task), *(f"    {c}" for c in step.calls[first:])]
+    return replace(step, calls=tuple(calls), guarded=False)
+
+
+def written_out(steps) -> list:
+    """``steps`` with ``snapshot(k)`` and ``load(run)``, where the script calls it once, written
+    out at its call (``SNAPSHOTS[k - 1][2]``; the newest snapshot of the run): no helper
+    defined for one call."""
+    every = "\n".join(c for s in steps for c in s.calls)
+    forms = {}
+    if len(re.findall(r"\bsnapshot\(", every)) == 1:
+        forms[r"\bsnapshot\((\d+)\)"] = lambda m: f"SNAPSHOTS[{int(m[1]) - 1}][2]"
+    if len(re.findall(r"\bload\(", every)) == 1:
+        forms[r"\bload\(('[^']*')\)"] = lambda m: f"[s for t, _, s in SNAPSHOTS if t == {m[1]}][-1]"
+    for pattern, form in forms.items():
+        steps = [replace(s, calls=tuple(re.sub(pattern, form, c) for c in s.calls)) for s in steps]
+    return steps
+
+
+def stored_before(steps, label: str) -> bool:
+    """Is a snapshot of run ``label`` surely stored before the check reads it: a step saves one
+    before any call that may fail (its first call), or runs it through ``drive`` (which saves
+    at the pause or the end) and neither crashes nor is refused?"""
+    for s in steps:
+        first = s.calls[0] if s.calls else ""
+        if first.startswith(f"save({label!r},"):
+            return True
+        if not (s.guarded or s.crash) and any(c.startswith(f"await drive({label!r},") for c in s.calls):
+            return True
+    return False
 
 
 def reader_source(readers, idiom: str, gates: bool = True) -> str:
@@ -350,27 +419,34 @@ def reproduction(variant, workflow, evidence) -> str | None:
         note = " (here: every racer restores the snapshot before any runs)"
         steps.append(without_unreached(evidence, i, step_of(evidence, i, calls,
                                                             note=note if op.name == "race" else "")))
+    thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
     if check.aspect == "state":
-        thread = ops[-1].new_thread if ops[-1].name == "fork" else ops[-1].thread
         check = replace(check, state_src=f"read_state({thread_label(thread)!r})")
     steps = [as_raised(s, workflow.n) for s in steps]
     # The one crash, before a task's effect, that no other step reaches: the task's own raise.
     raising = sole_raising_crash(steps, evidence, set(workflow.gates), check)
     if raising is not None and raising[2] == "before its effect":
-        steps[raising[0]] = replace(steps[raising[0]], crash=None, guarded=True)
+        steps[raising[0]] = raised_there(replace(steps[raising[0]], crash=None, guarded=True), raising[1])
     else:
         raising = None
+    steps = written_out(steps)
     every = "\n".join(c for s in steps for c in s.calls)
     readers = [f for f in (snapshot, outcome, read_state)
                if f.__name__ + "(" in every or (f is outcome and check.aspect == "outcome")
                or (f is read_state and check.aspect == "state")]
+    gates = bool(reachable(workflow, raising).gates)  # a task that always raises: none after it
+    reader = reader_source(readers, options["gate"], gates)
+    if check.aspect == "state" and stored_before(steps, thread_label(thread)):
+        reader = without_lines(reader, "if not rows:", extra=1)  # it always has a row there
+        reader = re.sub(r"    rows = (\[.*\])\n    (.*) = rows\[-1\]\n", r"    \2 = \1[-1]\n", reader)
+    returns = check.reads_outcome or "outcome(" in every  # what drive returns, read
     parts = [*definitions(workflow, options["gate"], crash_points(steps, workflow.n),
-                          answers=read_state in readers and bool(workflow.gates), raising=raising),
+                          answers=read_state in readers and gates, raising=raising),
              "SNAPSHOTS = []  # the caller's store: (run, gate asking or None, ctx.to_dict())",
-             _source(save, *([load] if "load(" in every else [])),
-             drive_source(bool(workflow.gates), options["snapshot"] == "step", "asked=" in every,
-                          options["gate"]),
-             *([reader_source(readers, options["gate"], bool(workflow.gates))] if readers else [])]
+             _source(save, *([load] if re.search(r"\bload\(", every) else [])),
+             drive_source(gates, options["snapshot"] == "step", "asked=" in every, options["gate"],
+                          returns=returns),
+             *([reader] if readers else [])]
     glue = [*(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps[1:]) else []),
             "wf = Linear(timeout=None)"]
@@ -381,7 +457,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         workflow_src="\n".join([text, *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=("json",),
+        stdlib=("json", *(["contextlib"] if "contextlib.suppress(" in every else [])),
         asynchronous=True,
         lean=True,
     ).source()

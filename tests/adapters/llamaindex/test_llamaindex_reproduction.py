@@ -58,7 +58,66 @@ def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     assert 'raise RuntimeError("task 2 fails before its effect")  # the crash point of step 2' in script
     assert "CRASH" not in script.split('"""', 2)[2] and "crash_point" not in script
     assert "observe_crashing" not in script
+    # Task 2 always raises: task 3 never runs (no step, no Done2), nor the rest of task 2's
+    # step; task 2 ends the workflow; task 1, the only task left calling task_body, has its
+    # body; the raising call runs inside contextlib.suppress(RuntimeError), no observe().
+    assert "task3" not in script and "Done2" not in script and "task_body" not in script
+    assert "ev: Done1) -> StopEvent:" in script
+    assert "    with contextlib.suppress(RuntimeError):  # task 2 raises here (the crash point)\n" \
+           "        await drive('branch-1', handler)\n" in script
+    assert "def observe(" not in script
+    # snapshot(1) and load('branch-1'), called once, written out there; the fork saves a row of
+    # branch-1 first: read_state needs no "no row" case; nothing reads what drive returns.
+    assert "save('branch-1', SNAPSHOTS[0][2], asked=1)" in script
+    assert "Context.from_dict(wf, [s for t, _, s in SNAPSHOTS if t == 'branch-1'][-1])" in script
+    assert "def snapshot(" not in script and "def load(" not in script
+    assert "if not rows:" not in script and "return result" not in script
+    assert repro.lines <= 60, script
     check_standalone(script, HARNESS)
+
+
+def test_repro_workflow_ends_at_the_task_that_always_raises():
+    """``workflow_class`` with ``raising``: the raising task is the last step written, returns
+    ``StopEvent`` and holds only its raise; later tasks, their events and gates are left out;
+    the class is still a valid LlamaIndex workflow."""
+    from adapters.llamaindex.repro import definitions
+    from refmodel import Workflow as Plan
+
+    imports = ("from pydantic import BaseModel\nfrom workflows import Context, Workflow, step\n"
+               "from workflows.events import Event, HumanResponseEvent, InputRequiredEvent, "
+               "StartEvent, StopEvent\n")
+
+    for idiom in ("event", "wait"):
+        state, *rest = definitions(Plan(4, {1, 3}, ("a", "b")), idiom, set(), answers=False,
+                                   raising=(1, 2, "before its effect"))
+        linear = rest[-1]
+        assert "task3" not in linear and "task4" not in linear and "Ask3" not in linear
+        assert "Done2" not in linear and "task_body" not in linear  # task 1's body inlined
+        assert linear.rstrip().endswith('raise RuntimeError("task 2 fails before its effect")  '
+                                        '# the crash point of step 2')
+        scope = {}
+        exec(imports + state + "\n" + linear, scope)
+        scope["Linear"](timeout=None)._validate()
+    # Raising at task 1: no task calls task_body, and no gate is left.
+    state, linear = definitions(Plan(2, {2}, ("a",)), "event", set(), answers=False,
+                                raising=(0, 1, "before its effect"))
+    assert "answers" not in state and "Ask" not in linear and "task2" not in linear
+
+
+def test_repro_helpers_called_once_are_written_out():
+    from adapters.llamaindex.repro import stored_before, written_out
+    from adapters.toolkit.script import Step
+
+    steps = [Step(comment="1", calls=("await drive('run-1', wf.run())",)),
+             Step(comment="2", calls=("save('branch-1', snapshot(1), asked=1)",
+                                      "restored = Context.from_dict(wf, load('branch-1'))"))]
+    out = written_out(steps)
+    assert out[1].calls == ("save('branch-1', SNAPSHOTS[0][2], asked=1)",
+                            "restored = Context.from_dict(wf, [s for t, _, s in SNAPSHOTS if t == 'branch-1'][-1])")
+    twice = steps + [Step(comment="3", calls=("x = load('run-1')",))]
+    assert written_out(twice)[1].calls[1] == steps[1].calls[1]  # load twice: the helper stays
+    assert stored_before(out, "branch-1") and stored_before(out, "run-1")
+    assert not stored_before([Step(comment="1", calls=steps[0].calls, guarded=True)], "run-1")
 
 
 def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):
