@@ -25,6 +25,12 @@ the engine does (``COPY``) and checks the copy's recovery against the original's
 the case's ``race_ready`` does; racers that make the same calls are one ``racer`` function, run
 in each process (``_one_racer``).
 
+What the script says once is written in its shortest form: the list log's ``effect`` inside
+``task_body`` (``_effect_in_task``), ``fired`` and ``outcome`` where their one reader reads them,
+a flow with one gate found paused by the trigger alone (``checkpoint_at_the_gate``), the flow as
+far as the trace goes (``_reach``); a script still over the issue's budget takes the compact
+spellings of ``_compact``.
+
 Where every step runs in a child process, a crashing step's child inherits ``CRASH`` from the
 parent, which sets it before the fork (``_crash_set_in_parent``): no ``observe_crashing``, the
 crash of the last task "after it completed" written as the step's own last line.  Where steps
@@ -39,6 +45,7 @@ where a step runs in a child process or for a differing twin recovery (see ``rep
 
 from __future__ import annotations
 
+import ast
 import glob
 import inspect
 import json
@@ -61,6 +68,7 @@ from adapters.toolkit.script import (
     crash_spot,
     effect_rows,
     header,
+    line_count,
     pins,
     ran,
     sole_raising_crash,
@@ -159,6 +167,13 @@ def checkpoint_at_gate(location, gate):
             return loc
 
 
+def checkpoint_at_the_gate(location, gate):
+    """``checkpoint_at_gate`` of a flow with one gate, which it can pause at alone: the newest
+    checkpoint written as the flow paused (the script names it ``checkpoint_at_gate``)."""
+    return [loc for loc in checkpoints(location)
+            if json.loads(PROVIDER().from_checkpoint(loc))["trigger"] == "method_execution_paused"][-1]
+
+
 # ``read_state``: the script carries the one of these its backend and workflow need.
 
 
@@ -210,19 +225,28 @@ def outcome(result):
 # -- composing it ----------------------------------------------------------------------------------
 
 
-def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = True) -> str:
+def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = True,
+               reach: tuple | None = None) -> str:
     """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
     task is a ``@human_feedback`` method that pauses, and the task listening to it.  ``persist``:
     the argument of the class's ``@persist(...)`` (``""``: the registered default), None for
     none; ``crashing``: the tasks that may die before their effect (a gated one in its gate,
     before it asks); ``stateful``: the tasks write ``WorkflowState`` (else the flow's state is
-    the bare ``FlowState``, its id, and the tasks are given none)."""
+    the bare ``FlowState``, its id, and the tasks are given none); ``reach``: ``(last, gate)``
+    of ``_reach``, the flow as far as the trace goes (tasks 1..last, then the gate of task
+    ``gate`` alone, where the flow stops), None for all of it."""
     lines = [f"@persist({persist})"] if persist is not None else []
+    last, stop = reach or (workflow.n, None)
     lines += [f"class WorkflowFlow(Flow[{'WorkflowState' if stateful else 'FlowState'}]):",
               "    _skip_auto_memory = True  # no Memory: it would import lancedb"]
     previous = None
-    for t in range(1, workflow.n + 1):
+    for t in range(1, last + 1 + (stop is not None)):
         listen = "@start()" if previous is None else f"@listen({previous})"
+        if t == stop:  # the flow pauses here, and no run of the trace answers it
+            left = f"task {t}" if t == workflow.n else f"tasks {t}-{workflow.n}"
+            lines += [f"    {listen}", f'    @human_feedback(message="gate {t}", provider=PendingProvider())',
+                      f'    def gate_{t}(self): return "gate {t}"  # no run goes further: {left} left out']
+            break
         value = "None"
         if t in workflow.gates:
             crash = [f'        crash_point({t}, "before its effect")'] if t in crashing else []
@@ -237,12 +261,40 @@ def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = Tr
     return "\n".join(lines)
 
 
-def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
+def _reach(evidence, ops, workflow) -> tuple | None:
+    """How far the flow goes in any run of the trace, the allowed ones included: ``(last, gate)``,
+    the last task any of them ran and the gate after it that one stops at (None if none does),
+    for a trace of starts, resumes and forks with no crash point whose runs all stop at a gate
+    or raise (a task that ran fired its effect or stands in the state); None where some run may
+    go to the end, or the trace reaches the last task anyway."""
+    if any(op.name not in ("start", "resume", "fork", "query") or getattr(op, "crash", None)
+           for op in ops):
+        return None
+    seen = [*evidence.observed[: len(ops)], *evidence.allowed]
+    if any(o.outcome not in ("interrupted", "rejected") for o in seen):
+        return None
+    ran = {t for o in seen for _, t, _ in o.effects}
+    ran |= {t for o in seen if o.state is not None for t in o.state.done if isinstance(t, int)}
+    pending = {o.state.pending for o in seen if o.state is not None and o.state.pending}
+    last = max(ran | {p - 1 for p in pending} | {0})
+    stop = last + 1 if last + 1 in pending else None
+    if last + (stop is not None) >= workflow.n:
+        return None
+    return last, stop
+
+
+def _source(*objects, backend: str = "persist", done_only: bool = False, one_gate: bool = False) -> str:
     """The objects' source; ``checkpoints`` is the backend's, ``read_state`` the backend's
     reader (``done_only``: of the tasks done alone).  A SQLite ``checkpoints`` that only a
     checkpoint the script knows is there is looked for in (no ``read_state``) does not ask
-    whether the file exists."""
+    whether the file exists.  ``one_gate``: the flow has one gate, so ``checkpoint_at_gate``
+    looks for the newest pause alone (``checkpoint_at_the_gate``)."""
     out = []
+
+    def finder():
+        if one_gate:
+            return source_as(checkpoint_at_the_gate, "checkpoint_at_gate")
+        return without_docstring(inspect.getsource(checkpoint_at_gate))
     # ``checkpoints`` that only ``checkpoint_at_gate`` calls: its lines written into that loop.
     inline = checkpoint_at_gate in objects and "checkpoints" in objects and not (
         {latest_checkpoint, "read_state"} & set(objects))
@@ -251,8 +303,7 @@ def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
             continue
         if inline and o is checkpoint_at_gate:
             listing = source_as(globals()[f"checkpoints_{backend}"], "checkpoints")
-            out.append(_with_checkpoints_inlined(without_docstring(inspect.getsource(o)),
-                                                 without_lines(listing, "if not os.path.exists", extra=1)))
+            out.append(_with_checkpoints_inlined(finder(), without_lines(listing, "if not os.path.exists", extra=1)))
         elif o == "read_state":
             kind = "persist" if backend == "persist" else "checkpoint"
             o = globals()[f"read_state_{kind}{'_done' if done_only else ''}"]
@@ -262,6 +313,8 @@ def _source(*objects, backend: str = "persist", done_only: bool = False) -> str:
             if "read_state" not in objects:
                 src = without_lines(src, "if not os.path.exists", extra=1)
             out.append(src)
+        elif o is checkpoint_at_gate:
+            out.append(finder())
         else:
             out.append(without_docstring(inspect.getsource(o)))
     return "\n".join(out)
@@ -277,14 +330,19 @@ def _with_checkpoints_inlined(finder: str, listing: str) -> str:
     return "\n".join([head, *statements, *(line.replace("checkpoints(location)", found) for line in body)])
 
 
-def _task_body(answers: bool, done: bool, bad: bool) -> str:
+def _task_body(answers: bool, done: bool, bad: bool, read: bool = True) -> str:
     """``task_body`` as the trace uses it: without the answer where nothing reads it (no task
     asks for one, or the check reads no state), without the state at all where nothing reads
     the tasks done either (no state check, no value written outside the schema), the task
     itself as its result where none writes outside the schema (its crash points are trimmed by
     ``Script``, and by ``reproduction`` where no task may die before its effect in it: none,
-    or only gated ones in a run that starts, which die in their gates)."""
+    or only gated ones in a run that starts, which die in their gates).  ``read``: the check
+    reads the tasks done; where it does not (they are there for the value outside the schema
+    alone), a task re-run may write its number twice."""
     src = without_docstring(inspect.getsource(task_body))
+    if done and not read:
+        src = src.replace("    if out not in state.done:  # a re-run shows in the effects, not as a duplicate\n"
+                          "        state.done = [*state.done, out]", "    state.done = [*state.done, out]")
     if not answers:
         src = without_lines(src, "if value is not None", extra=1)
     if not done:
@@ -312,11 +370,7 @@ def _setup(backend: str, n: int, gates, restored: bool, pending: bool,
     and HOME), and nothing phones home (``SCRIPT_SWITCHES``); ``pending``: the script names
     ``HumanFeedbackPending``; ``store_imports``: a custom store's imports, which replace
     ``SQLiteFlowPersistence`` (its default persistence is registered)."""
-    env = ", ".join(f"{k}={sandbox.SWITCHES[k]!r}" for k in SCRIPT_SWITCHES)
-    lines = ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME",
-             "os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR,  # no telemetry, version check, "
-             "trace prompt",
-             f"                  {env})",
+    lines = [*_environment(),
              *(["from crewai.flow.async_feedback import HumanFeedbackPending"] if pending else []),
              f"from crewai.flow.flow import Flow, FlowState{', listen' if n > 1 or gates else ''}, start",
              *(["from crewai.flow.human_feedback import human_feedback"] if gates else [])]
@@ -338,6 +392,20 @@ def _setup(backend: str, n: int, gates, restored: bool, pending: bool,
                   "sqlite_provider.sqlite3 = SQLITE  # it stores jsonb(): SQLite >= 3.45, not every "
                   "Python's"]
     return lines
+
+
+def _environment(compact: bool = False) -> list:
+    """The lines that set the script's directory and environment (``_setup``); ``compact``: the
+    environment on one line (``_compact``)."""
+    env = ", ".join(f"{k}={sandbox.SWITCHES[k]!r}" for k in SCRIPT_SWITCHES)
+    if compact:
+        return ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME; "
+                "no telemetry, version check, trace prompt:",
+                f"os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR, {env})"]
+    return ["os.chdir(WORKDIR)  # CrewAI writes under the current directory and HOME",
+            "os.environ.update(HOME=WORKDIR, XDG_DATA_HOME=WORKDIR,  # no telemetry, version check, "
+            "trace prompt",
+            f"                  {env})"]
 
 
 def _kept(calls: tuple, reads_state: bool) -> list:
@@ -619,7 +687,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
             *([f"persistence = {store.recipe.build}()",
                "set_flow_persistence_factory(lambda: persistence)  # what @persist() and pauses use"]
               if store else []),
-            flow_class(workflow, "" if store else built_in, crashing, stateful=done),
+            flow_class(workflow, "" if store else built_in, crashing, stateful=done,
+                       reach=_reach(evidence, ops, workflow)),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
               if store is None and ("persistence" in text or ("read_state" in readers and not (
                   done_only and backend != "persist"))) else []),
@@ -634,10 +703,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         (state_class if answers else without_lines(state_class, "answers:")) if done else "",
         _source(PendingProvider) if workflow.gates else "",
-        _raising(_task_body(answers, done, bad), raising) if body_before else
-        without_lines(_raising(_task_body(answers, done, bad), raising),
+        _raising(_task_body(answers, done, bad, check.reads_state), raising) if body_before else
+        without_lines(_raising(_task_body(answers, done, bad, check.reads_state), raising),
                       'crash_point(t, "before its effect")'),
-        _source(*readers, backend=backend, done_only=done_only),
+        _source(*readers, backend=backend, done_only=done_only, one_gate=len(workflow.gates) == 1),
         store.source if store else ""]))
     description = variant.description
     if store:  # the script names the store's class, not our factory
@@ -670,7 +739,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if twin:
         return _with_twin(script, evidence, step_calls, isolated)
     script = _one_racer(_without_unread(script))
-    return _last_step_here(script, len(steps)) if fresh else script
+    script = _last_step_here(script, len(steps)) if fresh else script
+    script = _outcome_inlined(_fired_inlined(_effect_in_task(_lookups_after(script))))
+    # Where no process dies and none races (not isolated, no twin), the issue's budget is 60 lines.
+    return _compact(script) if not isolated and line_count(script) > BUDGET else script
 
 
 # -- a crash in a child process: CRASH set by the parent before it forks the step's child -----
@@ -775,6 +847,125 @@ def _last_step_here(script: str, count: int) -> str:
         text = re.sub(r"^import (.*)$", lambda m: "import " + ", ".join(
             x for x in m[1].split(", ") if x != "contextvars"), text, count=1, flags=re.M)
     return text
+
+
+# -- shorter spellings of what the script says once ------------------------------------------------
+
+BUDGET = 60  # lines, for a script where no process dies and none races (issue 14)
+
+
+def _compact(script: str) -> str:
+    """``script``, over the budget, in the compact spellings of what every script says (the plain
+    ones read more easily, and most scripts fit with them): CrewAI's pausing names imported
+    from ``crewai.flow``, the environment set on one line, the persistence factory through its
+    module, the SQLite driver and the provider module it goes into on one import line, and
+    ``checkpointing`` with its events as the default of a parameter where no call passes a
+    checkpoint to restore.  The same objects, the same calls."""
+    lines = script.splitlines(keepends=True)
+    pausing = ["from crewai.flow.async_feedback import HumanFeedbackPending\n",
+               "from crewai.flow.human_feedback import human_feedback\n"]
+    if all(line in lines for line in pausing):
+        lines[lines.index(pausing[0])] = "from crewai.flow import HumanFeedbackPending, human_feedback\n"
+        lines.remove(pausing[1])
+    factory = "from crewai.flow.persistence.factory import set_flow_persistence_factory\n"
+    sqlite = "from crewai.flow.persistence import SQLiteFlowPersistence\n"
+    if factory in lines and sqlite in lines:
+        lines[lines.index(sqlite)] = "from crewai.flow.persistence import SQLiteFlowPersistence, factory\n"
+        lines.remove(factory)
+        lines = [re.sub(r"^set_flow_persistence_factory\(", "factory.set_flow_persistence_factory(", line)
+                 for line in lines]
+    driver = ["from crewai.state.provider import sqlite_provider\n", "import pysqlite3.dbapi2 as SQLITE\n"]
+    if all(line in lines for line in driver):
+        lines[lines.index(driver[0])] = ("import crewai.state.provider.sqlite_provider as sqlite_provider, "
+                                         "pysqlite3.dbapi2 as SQLITE\n")
+        lines.remove(driver[1])
+    script = "".join(lines)
+    script = script.replace("\n".join(_environment()) + "\n", "\n".join(_environment(compact=True)) + "\n", 1)
+    plain = without_docstring(inspect.getsource(checkpointing)) + "\n"
+    events = repr(ON_EVENTS).replace("'", '"')
+    assert plain.endswith(f"on_events={events})\n"), "checkpointing() checkpoints on other events than ON_EVENTS"
+    if not re.search(r"\bcheckpointing\([^()]*,", script.replace(plain, "")):  # no call restores
+        script = script.replace(plain, (
+            f"def checkpointing(location, on_events={events}):\n"
+            "    return CheckpointConfig(location=location, provider=PROVIDER(), on_events=on_events)\n"), 1)
+    return script
+
+
+_EFFECT = "def effect(task, value):\n    EFFECTS.append((task, value))\n"
+
+
+def _effect_in_task(script: str) -> str:
+    """The list log's ``effect`` written into ``task_body``, its one caller: the task appends its
+    row to ``EFFECTS`` itself; a ``task_body`` left with that and its result, on one line."""
+    calls = re.findall(r"^(.*)\beffect\(", script, flags=re.MULTILINE)
+    if _EFFECT not in script or sorted(calls) != ["    ", "def "]:
+        return script
+    script = script.replace(_EFFECT, "", 1)
+    script = re.sub(r"^    effect\(t, value\)$", "    EFFECTS.append((t, value))", script, flags=re.MULTILINE)
+    return script.replace("def task_body(t, value):\n    EFFECTS.append((t, value))\n    return t\n",
+                          "def task_body(t, value): EFFECTS.append((t, value)); return t  # its one effect, its result\n")
+
+
+def _fired_inlined(script: str) -> str:
+    """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it."""
+    lines = script.splitlines()
+    if "fired = EFFECTS[before:]" not in lines:
+        return script
+    at = lines.index("fired = EFFECTS[before:]")
+    rest = lines[at + 1:]
+    name = r"\bfired\b(?!')"  # not the verdict's words, 'effects fired'
+    readers = [k for k, line in enumerate(rest) if re.search(name, line)]
+    if readers != [len(rest) - 1] or not rest[-1].startswith("verdict("):
+        return script
+    rest[-1] = re.sub(name, "EFFECTS[before:]", rest[-1])
+    return "\n".join(lines[:at] + rest) + "\n"
+
+
+_STEP_DEF = re.compile(r"^def (step_\d+)\(\):$")
+
+
+def _lookups_after(script: str) -> str:
+    """A step run in a fresh context whose one call is followed by the lookups of the checkpoint
+    it paused at (``AT_GATE[...] = checkpoint_at_gate(...)``, which read the store through the
+    provider and run no flow): the call alone in the fresh context, a lambda, and the lookups
+    after it, in the script's own (the same calls in the same order)."""
+    lines = script.splitlines()
+    k = 0
+    while k < len(lines):
+        m = _STEP_DEF.match(lines[k])
+        end = k + 1
+        while m and end < len(lines) and lines[end].startswith("    "):
+            end += 1
+        body = [line[4:] for line in lines[k + 1: end]]
+        run = f"contextvars.copy_context().run({m[1]})" if m else None
+        if (m and end < len(lines) and lines[end] == run and len(body) > 1 and _is_call(body[0])
+                and all(re.fullmatch(r"AT_GATE\[[^]]*\] = checkpoint_at_gate\([^()]*\)", b) for b in body[1:])):
+            lines[k: end + 1] = ["contextvars.copy_context().run(", f"    lambda: {body[0]})", *body[1:]]
+        k += 1
+    return "\n".join(lines) + "\n"
+
+
+def _is_call(src: str) -> bool:
+    try:
+        node = ast.parse(src).body[0]
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+
+
+_OUTCOME = 'def outcome(result):\n    return "interrupted" if isinstance(result, HumanFeedbackPending) else "completed"\n'
+
+
+def _outcome_inlined(script: str) -> str:
+    """``outcome``, where one step returns it (``return outcome(X)``), written there: ``result =
+    X``, then what ``outcome`` returns."""
+    uses = re.findall(r"^( *)return outcome\((.*)\)$", script, flags=re.MULTILINE)
+    if _OUTCOME not in script or len(uses) != 1 or script.count("outcome(") != 2:
+        return script
+    indent, call = uses[0]
+    said = _OUTCOME.splitlines()[1].strip()
+    script = script.replace(_OUTCOME, "", 1)
+    return script.replace(f"{indent}return outcome({call})\n", f"{indent}result = {call}\n{indent}{said}\n", 1)
 
 
 @dataclass(frozen=True, slots=True)
