@@ -159,12 +159,11 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
     task: no helper called once); ``raising``: ``(step, task, moment)`` of the one crash its
     task raises by itself (``sole_raising_crash``), written where the point would be; that task
     is then the last one written (it returns ``StopEvent``): it always raises, so no later task
-    runs (nor the rest of its own step), and their steps and events are left out."""
-    if raising:
-        n, gates = raising[1], {g for g in gates if g <= raising[1]}
+    runs (nor the rest of its own step): ``n`` and ``gates`` stop there (``reachable``)."""
+    raises = raising[1] if raising else None
 
     def begin(t):
-        if raising and raising[1] == t:
+        if t == raises:
             step, _, moment = raising
             return [f'        raise RuntimeError("task {t} fails {moment}")  # the crash point of step {step + 1}']
         return [f'        crash_point({t}, "before its effect")'] if (t, "before_effect") in crash_at else []
@@ -189,7 +188,7 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
                      f'waiter_id="gate{t}", timeout=None)']
             value = "answer.response"
         call = [f"        await task_body(ctx, {t}, {value})"] if inline is None else _inlined(inline, t, value)
-        rest = [] if raising and raising[1] == t else [*call, f"        return {done}"]
+        rest = [] if t == raises else [*call, f"        return {done}"]
         lines += ["    @step", f"    async def task{t}(self, ctx: Context[RunState], ev: {takes}) -> {gives}:",
                   *body, *rest]
     return "\n".join(events + lines)
@@ -251,7 +250,7 @@ def definitions(workflow, idiom: str, crash_at, *, answers: bool, raising=None) 
         state = without_lines(state, "answers:")
     body = task_body_source(ran, crash_at)
     callers = ran.n - (raising is not None)  # the tasks whose step calls task_body
-    linear = workflow_class(workflow.n, set(workflow.gates), idiom, crash_at,
+    linear = workflow_class(ran.n, set(ran.gates), idiom, crash_at,
                             inline=body if callers <= 1 else None, raising=raising)
     return [state, *([] if callers <= 1 else [body]), linear]
 
