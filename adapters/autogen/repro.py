@@ -29,7 +29,20 @@ reads a gate's answer, it has no name (``_without_value``); where the tasks done
 stored state apart, the check compares them alone, read by ``read_done`` (``_done_alone``); a
 task raising at its crash point is caught by the ``run()`` that enters it (``_catching``: no
 ``observe``); a ``def`` whose body is one line is written on one line (``_folded``); the JSON
-store's tamper is a ``save``; the SQLite store in memory loads a saved run's newest row.
+store's tamper is a ``save``; the SQLite store in memory loads a saved run's newest row (by label
+with its query named, ``NEWEST``, so that ``load`` is one line).  A ``run()`` whose result nothing
+reads assigns no name (``_unread_results``); a state held since a gate asked is loaded where
+``load_state`` takes it (``_held_state_loaded``); a step that only loads a state in which nothing
+asks builds its team in that line and says so on its ``return 'completed'``
+(``_team_built_where_used``, ``_nothing_run_returned``); a forgery that only adds the next task's
+output is written out in its step, in AgentChat's terms (the output appended to the
+``GraphManager``'s or ``SwarmGroupChatManager``'s thread), with the output's task number and
+answer only where the check reads them, and the SQLite store in memory's one ``overwrite``
+written as its ``UPDATE`` there (``_forged_in_place``, ``_overwritten_in_place``); a
+``TaskOutput`` of one field is one line; where every task is a gate and its answer is read once,
+by its effect, it asks until answered with no ``value`` to name (``_every_task_a_gate``); with
+the effect log a list, the task appends its row itself and the verdict reads
+``EFFECTS[before:]`` (``_effect_in_task``, the toolkit's ``fired_inlined``).
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -69,8 +82,10 @@ from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, Swarm
 
 from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
 from adapters.toolkit.script import (
+    LONGEST,
     Script,
     check_for,
+    fired_inlined,
     header,
     pins,
     looped,
@@ -79,6 +94,7 @@ from adapters.toolkit.script import (
     source_as,
     state_value,
     step_of,
+    suppressed,
     thread_label,
     without_docstring,
     without_lines,
@@ -325,6 +341,15 @@ def load_saved_db(thread):
     return json.loads(next(DB.execute("SELECT state FROM saves WHERE thread = ? ORDER BY rowid DESC", (thread,)))[0])
 
 
+NEWEST = "SELECT state FROM saves WHERE thread = ? AND label LIKE ? ORDER BY rowid DESC"
+
+
+def load_saved_labelled_db(thread, label="%"):
+    """``load_db`` where every call loads a state that was saved: the newest row's (the query
+    named, ``NEWEST``, for the definition to fit on one line)."""
+    return json.loads(DB.execute(NEWEST, (thread, label)).fetchone()[0])
+
+
 def overwrite_db(thread, state):
     """Replace the newest saved state of ``thread`` in place, with plain SQL."""
     DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",
@@ -469,7 +494,6 @@ def _inlined_output(agent: str) -> str:
     return agent.replace(match.group(0), line)
 
 
-LONGEST = 120  # characters: about the longest line of the runtime a script carries (``verdict``)
 
 
 def _builder_source(shape: str, workflow, step: bool) -> str:
@@ -589,8 +613,9 @@ def _store(every: str, sqlite_store: bool, check, ops, shared: bool):
     setup, inline = [], False
     if sqlite_store and shared:
         store = {"save": source_as(save_db, "save"),
-                 "load": source_as(load_db if labelled else load_newest_db if unsaved else load_saved_db,
-                                   "load"),
+                 "load": (source_as(load_db, "load") if unsaved else
+                          f'NEWEST = "{NEWEST}"\n' + source_as(load_saved_labelled_db, "load")) if labelled
+                 else source_as(load_newest_db if unsaved else load_saved_db, "load"),
                  "overwrite": source_as(overwrite_db, "overwrite")}
         setup = list(SQLITE_OPEN)
     elif sqlite_store:
@@ -757,16 +782,154 @@ def _folded(src: str) -> str:
 RUNS = re.compile(r"\.run(_stream)?\(")  # a call that runs the team: its tasks execute
 
 
+_RESULT = re.compile(r"^(\s*)result = (await \w+\.run(_stream)?\(.*)$")
+
+
+def _unread_results(calls) -> list:
+    """A step's calls with ``result = await team.run(...)`` written as the bare ``await
+    team.run(...)`` where nothing in the step reads ``result`` (no ``outcome(result)``)."""
+    calls = list(calls)
+    if any(re.search(r"\bresult\b", c) and not _RESULT.match(c) for c in calls):
+        return calls
+    return [_RESULT.sub(r"\1\2", c) for c in calls]
+
+
+_HELD = re.compile(r"^state = (load\([^()]*\))(  # .*)?$")
+
+
+def _held_state_loaded(calls) -> list:
+    """``state = load(...)  # held since ...`` and ``await team.load_state(state)`` as the one
+    line ``await team.load_state(load(...))  # held since ...``, where nothing else reads
+    ``state`` (a stale resume; a fork saves it again and keeps both)."""
+    calls = list(calls)
+    for i, call in enumerate(calls[:-1]):
+        m = _HELD.match(call)
+        if not m or calls[i + 1] != "await team.load_state(state)":
+            continue
+        if any(re.search(r"\bstate\b", c) for c in calls[i + 2:]):
+            continue
+        line = f"await team.load_state({m.group(1)}){m.group(2) or ''}"
+        if len(line) <= LONGEST:
+            return [*calls[:i], line, *calls[i + 2:]]
+    return calls
+
+
+def _team_built_where_used(calls) -> list:
+    """``team = build_team()`` and the one line that uses it, ``await team.load_state(...)``
+    (a step that loads a state with nothing in it to run), as ``await
+    build_team().load_state(...)``."""
+    calls = list(calls)
+    if "team = build_team()" not in calls:
+        return calls
+    i = calls.index("team = build_team()")
+    users = [k for k, c in enumerate(calls) if k != i and re.search(r"\bteam\b", c)]
+    if len(users) != 1 or not calls[users[0]].startswith("await team.load_state("):
+        return calls
+    k = users[0]
+    calls[k] = calls[k].replace("await team.load_state(", "await build_team().load_state(", 1)
+    return [c for j, c in enumerate(calls) if j != i]
+
+
+_FORGED = re.compile(r"^(?P<fn>save|overwrite)\((?P<to>'[^']*'), rewrite\(load\((?P<source>[^()]*)\), "
+                     r"(?P<done>\[[^\]]*\]), (?P<answers>\{[^}]*\})\)\)$")
+
+
+def _forged_in_place(calls, manager: str, reads_answers: bool) -> tuple:
+    """A forgery that only adds the next task's output (``rewrite_next_output``) written out in
+    its step: the state loaded, task t's output appended to the manager's thread (``manager``:
+    the team's ``GraphManager`` or ``SwarmGroupChatManager``), as AgentChat's message class
+    serialises it, and the state stored again.  The output's task number and answer only where
+    the check reads them (``read_state``): nothing else does."""
+    out = []
+    for call in calls:
+        m = _FORGED.match(call)
+        if m is None:
+            out.append(call)
+            continue
+        t = ast.literal_eval(m["done"])[-1]
+        answer = ast.literal_eval(m["answers"]).get(t)
+        fields = (f"task={t}, out={t}" + (f", answer={answer!r}" if answer is not None else "")
+                  if reads_answers else f"out={t}")
+        out += [f"state = load({m['source']})",
+                f'output = StructuredMessage[TaskOutput](content=TaskOutput({fields}), source="t{t}")',
+                f'state["agent_states"]["{manager}"]["message_thread"].append(output.dump())'
+                f"  # an output task {t} never wrote",
+                f"{m['fn']}({m['to']}, state)"]
+    return tuple(out)
+
+
+_OVERWRITE = re.compile(r"^overwrite\((?P<thread>'[^']*'), state\)$")
+
+
+def _overwritten_in_place(calls, every: str) -> tuple:
+    """The one ``overwrite`` of the SQLite store in memory, of a state held in ``state``,
+    written where it is made: the newest row of the run replaced by plain SQL (no helper for
+    one call)."""
+    if every.count("overwrite(") != 1:
+        return tuple(calls)
+    out = []
+    for call in calls:
+        m = _OVERWRITE.match(call)
+        if m is None:
+            out.append(call)
+            continue
+        out += ['DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",',
+                f"           (json.dumps(state), {m['thread']}))"]
+    return tuple(out)
+
+
+def _every_task_a_gate(agent: str) -> str:
+    """``Task`` of a workflow in which every task is a gate (no task runs without an answer),
+    where the answer is read once, by the effect: it asks until the user's message is an
+    answer, and its effect takes the answer where it fires, with no ``value`` to name."""
+    value = '        value = said.removeprefix("resume:") if self.kind == "gate" and said.startswith("resume:") else None\n'
+    if value not in agent or len(re.findall(r"\bvalue\b", agent)) != 3 or "effect(self.t, value)" not in agent:
+        return agent
+    agent = agent.replace(value, "").replace(
+        'if self.kind == "gate" and value is None:',
+        'if not said.startswith("resume:"):  # every task is a gate: it asks until it is answered').replace(
+        "effect(self.t, value)", 'effect(self.t, said.removeprefix("resume:"))')
+    if "self.kind" not in agent.replace("self.t, self.kind = t, kind", ""):  # no "end" leaf to tell
+        agent = agent.replace("self.t, self.kind = t, kind", "self.t = t")
+    return agent
+
+
+_EFFECT = "def effect(task, value):\n    EFFECTS.append((task, value))\n"
+
+
+def _effect_in_task(script: str) -> str:
+    """The list log's ``effect`` written into ``Task``, its one caller: the task appends its
+    row to ``EFFECTS`` itself."""
+    callers = re.findall(r"^(.*)\beffect\(", script, flags=re.MULTILINE)
+    if _EFFECT not in script or sorted(callers) != ["        ", "def "]:
+        return script
+    script = script.replace(_EFFECT, "", 1)
+    return re.sub(r"^        effect\(self\.t, (.*)\)$", r"        EFFECTS.append((self.t, \1))  # its one effect",
+                  script, flags=re.MULTILINE)
+
+
+def _nothing_run_returned(script: str) -> str:
+    """A step that loads a state in which nothing asks, and runs nothing: its ``return
+    'completed'`` says so, with no ``result = None`` line."""
+    return re.sub(r"^( +)result = None  # (load_state\(\) took it[^\n]*)\n\1return 'completed'$",
+                  r"\1return 'completed'  # \2", script, flags=re.MULTILINE)
+
+
+def _one_line_output(src: str) -> str:
+    """``TaskOutput`` of one field on one line: ``class TaskOutput(BaseModel): out: int``."""
+    return re.sub(r"^class TaskOutput\(BaseModel\):\n    (\w+: \w+)$", r"class TaskOutput(BaseModel): \1", src,
+                  flags=re.MULTILINE)
+
+
+
 def _catching(calls, t: int) -> tuple | None:
     """A step whose last call runs the team and enters task ``t``, which raises there, with that
-    call in a ``try`` that catches what AutoGen re-raises (a ``RuntimeError`` with the task's
-    words) and prints it, as ``observe`` would; ``None`` where the last call is no plain line of
+    call inside ``contextlib.suppress(RuntimeError)`` (``toolkit.script.suppressed``): what
+    AutoGen re-raises the task's exception as; ``None`` where the last call is no plain line of
     its own (a loop's body, say) that runs the team."""
     if not calls or not RUNS.search(calls[-1]) or calls[-1][:1].isspace():
         return None
-    return (*calls[:-1], "try:", f"    {calls[-1]}",
-            f"except RuntimeError as exc:  # task {t}'s raise, as AutoGen re-raises it",
-            '    print("raised", str(exc).splitlines()[0])')
+    return (*calls[:-1], *suppressed(calls[-1:], "RuntimeError", f"task {t}'s raise, as AutoGen re-raises it"))
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
@@ -774,7 +937,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if script is not None and "EFFECTS" in script and "effect(self.t" not in script:
         # the effect log stayed (Script's lean kept it): the task's effect, with its answer, too
         script = _reproduction(variant, workflow, evidence, unread_answer=False)
-    return script
+    if script is None:
+        return None
+    return _nothing_run_returned(fired_inlined(_effect_in_task(script)))
 
 
 def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | None:
@@ -812,6 +977,7 @@ def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | Non
             calls = [re.sub(r"^overwrite\(", "save(", c) for c in calls]
         note = (" (here: every racer loads the saved state before any saves)"
                 if op.name == "race" else "")
+        calls = _team_built_where_used(_held_state_loaded(_unread_results(calls)))
         steps.append(_crash_at_next_task(step_of(evidence, i, calls, note=note), workflow))
     check, done_only = _done_alone(check, evidence)
     if check.reads_state:
@@ -831,13 +997,21 @@ def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | Non
     rewriters = {_rewriter(evidence, i, c) for i, s in enumerate(steps) for c in s.calls
                  if "rewrite(" in c}
     rewriter = rewriters.pop() if len(rewriters) == 1 else rewrite
+    reads_answers = check.reads_state and not done_only and (gated or tampered)  # read_state's
+    if tampered and rewriter is rewrite_next_output:  # the forgery written out where it is made
+        manager = "SwarmGroupChatManager" if shape == "handoff" else "GraphManager"
+        steps = [replace(s, calls=_forged_in_place(s.calls, manager, reads_answers)) for s in steps]
+        if sqlite_store and not killed:
+            steps = [replace(s, calls=_overwritten_in_place(s.calls, every)) for s in steps]
+        every = "\n".join(c for s in steps for c in s.calls)
+        store, opening, reader = _store(every, sqlite_store, check, ops, shared=not killed)
     state_reader = (read_done if done_only else read_state if gated or tampered
                     else read_state_without_gates)
-    readers = [*([rewriter] if tampered else []),
+    readers = [*([rewriter] if "rewrite(" in every else []),
                *([(outcome if gated else outcome_without_gates)] if "outcome(" in every else []),
                *([state_reader] if check.reads_state else [])]
     output = _source(TaskOutput)
-    if not (tampered or (check.reads_state and state_reader is read_state)):
+    if not ("rewrite(" in every or (check.reads_state and state_reader is read_state)):
         # no output's task number or answer is read (only the tasks done, or nothing)
         output = without_lines(without_lines(output, "answer:"), "task: int")
         agent = agent.replace("task=self.t, ", "").replace(", answer=value", "")
@@ -845,11 +1019,13 @@ def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | Non
                 s.crash is None or (s.crash[2] == "exception" and s.crash[1] != "after_commit")
                 for s in steps) and unread_answer:  # no effect log (Script's lean): nothing reads it
             agent = _without_value(agent)
+    if shape != "split" and set(workflow.gates) == set(range(1, workflow.n + 1)):
+        agent = _every_task_a_gate(agent)
     names = {outcome_without_gates: "outcome", rewrite_next_output: "rewrite",
              read_state_without_gates: "read_state", read_done: "read_state"}
     readers_src = [(reader if f in (read_state, read_state_without_gates, read_done) else str)(
         source_as(f, names.get(f, f.__name__))) for f in readers]
-    parts = [output, _inlined_output(agent),
+    parts = [_one_line_output(output), _inlined_output(agent),
              *map(_folded, [_team_source(shape, workflow, options["save"] == "step"),
                             *(["\n".join(opening)] if opening and store else []), *store,
                             *readers_src])]

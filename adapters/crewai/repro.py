@@ -67,6 +67,7 @@ from adapters.toolkit.script import (
     check_for,
     crash_spot,
     effect_rows,
+    fired_inlined,
     header,
     line_count,
     pins,
@@ -740,7 +741,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         return _with_twin(script, evidence, step_calls, isolated)
     script = _one_racer(_without_unread(script))
     script = _last_step_here(script, len(steps)) if fresh else script
-    script = _outcome_inlined(_fired_inlined(_effect_in_task(_lookups_after(script))))
+    script = _outcome_inlined(fired_inlined(_effect_in_task(_lookups_after(script))))
     # Where no process dies and none races (not isolated, no twin), the issue's budget is 60 lines.
     return _compact(script) if not isolated and line_count(script) > BUDGET else script
 
@@ -904,21 +905,6 @@ def _effect_in_task(script: str) -> str:
     script = re.sub(r"^    effect\(t, value\)$", "    EFFECTS.append((t, value))", script, flags=re.MULTILINE)
     return script.replace("def task_body(t, value):\n    EFFECTS.append((t, value))\n    return t\n",
                           "def task_body(t, value): EFFECTS.append((t, value)); return t  # its one effect, its result\n")
-
-
-def _fired_inlined(script: str) -> str:
-    """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it."""
-    lines = script.splitlines()
-    if "fired = EFFECTS[before:]" not in lines:
-        return script
-    at = lines.index("fired = EFFECTS[before:]")
-    rest = lines[at + 1:]
-    name = r"\bfired\b(?!')"  # not the verdict's words, 'effects fired'
-    readers = [k for k, line in enumerate(rest) if re.search(name, line)]
-    if readers != [len(rest) - 1] or not rest[-1].startswith("verdict("):
-        return script
-    rest[-1] = re.sub(name, "EFFECTS[before:]", rest[-1])
-    return "\n".join(lines[:at] + rest) + "\n"
 
 
 _STEP_DEF = re.compile(r"^def (step_\d+)\(\):$")

@@ -507,6 +507,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         + (("functools",) if cached else ())
         + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
         lean=True,
+        raise_passes=True,  # a node's (a @task's) exception reaches invoke()'s caller as it is
     ).source()
 
 

@@ -54,6 +54,7 @@ from adapters.toolkit.script import (
     sole_raising_crash,
     source_as,
     step_of,
+    suppressed,
     thread_label,
     without_docstring,
     without_lines,
@@ -321,9 +322,6 @@ def drive_source(gates: bool, every_step: bool, asked: bool, idiom: str = "event
     return src
 
 
-RAISED = "with contextlib.suppress(RuntimeError):  # task {task} raises here (the crash point)"
-
-
 def raised_there(step, task: int):
     """The step in which task ``task`` raises by itself (``sole_raising_crash``): its run, from
     its first ``await drive(``, inside ``contextlib.suppress(RuntimeError)`` (what the task
@@ -332,7 +330,8 @@ def raised_there(step, task: int):
     first = next((k for k, c in enumerate(step.calls) if c.startswith("await drive(")), None)
     if first is None:
         return step
-    calls = [*step.calls[:first], RAISED.format(task=task), *(f"    {c}" for c in step.calls[first:])]
+    calls = [*step.calls[:first],
+             *suppressed(step.calls[first:], "RuntimeError", f"task {task} raises here (the crash point)")]
     return replace(step, calls=tuple(calls), guarded=False)
 
 
@@ -456,7 +455,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         workflow_src="\n".join([text, *glue]),
         steps=tuple(steps),
         check=check,
-        stdlib=("json", *(["contextlib"] if "contextlib.suppress(" in every else [])),
+        stdlib=("json",),  # and contextlib, which Script adds for a suppressed step
         asynchronous=True,
         lean=True,
     ).source()

@@ -13,7 +13,17 @@ from the core's workflow definition (``repro.py``) and the definitions below, pa
   numbers it used.  The ``-private`` variants call the server's service object in process; their
   case records the route behind each call, so their scripts make the same requests over HTTP.
   A race: one child process per racer, each with its own server on the one SQLite file; all
-  servers are up (a barrier) before any racer answers.
+  servers are up (a barrier) before any racer answers.  Without racers, ``serving()`` does not
+  wait for the start-up (``serving_queued``): its listening socket holds the first request
+  until uvicorn, its lifespan started, accepts it.  A run that ends in its step (it completes
+  or fails at its crash point) and whose outcome the check does not read is awaited, not
+  followed (``waited``): ``POST /workflows/{name}/run`` in place of run-nowait and ``follow``,
+  or ``wait_for_handler`` after an answer; no ``follow`` is defined where none is left.  The
+  trace's one crash point, as a task starts, in such a step: the task raises where ``CRASH``
+  is set, which the step sets around its run, the failed run's HTTP 500 suppressed there
+  (``_flaggable``).  The store's file of a script with a tamper is the constant ``DB`` in a
+  directory of its own; the list ``EFFECTS`` is appended to by the tasks themselves and sliced
+  in the check (``_log_inlined``).
 - DBOS (``dbos-wait``): ``launch()`` configures DBOS on a SQLite system database, the
   ``DBOSRuntime`` and the workflow on it; ``follow`` reads the run's published events.
 
@@ -31,6 +41,7 @@ start.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import dataclasses
@@ -49,14 +60,18 @@ from workflows.events import StopEvent, WorkflowIdleEvent
 
 from adapters.toolkit.repro_runtime import WORKDIR
 from adapters.toolkit.script import (
+    MOMENTS,
     OUTCOME_WORDS,
     Check,
     Script,
     check_for,
+    fired_inlined,
     header,
     pins,
+    snippet,
     source_as,
     step_of,
+    suppressed,
     without_lines,
 )
 
@@ -82,7 +97,8 @@ SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"}
 
 DB = os.path.join(WORKDIR, "server.sqlite")
 DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'  # DB, as the script writes it
-SINGLE_DB_SRC = 'os.path.join(tempfile.mkdtemp(), "server.sqlite")'  # ... with one server only
+# ... in a directory of its own: where one server opens it, or as the constant ``DB`` (made once)
+SINGLE_DB_SRC = 'os.path.join(tempfile.mkdtemp(), "server.sqlite")'
 
 
 @contextlib.asynccontextmanager
@@ -97,6 +113,22 @@ async def serving():
     async with asyncio.timeout(30):
         while not (http.started or serve.done()):  # until the lifespan (the runtime) has started
             await asyncio.sleep(0.01)
+    yield WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    http.should_exit = True
+    await serve
+
+
+@contextlib.asynccontextmanager
+async def serving_queued():
+    """``serving`` without waiting for the start-up: the socket listens before uvicorn starts, so
+    the client's first requests queue in it until uvicorn accepts them, which it does once its
+    lifespan (the runtime) has started (ASGI's lifespan: no connection before start-up has
+    completed)."""
+    server = WorkflowServer(workflow_store=SqliteWorkflowStore(DB))
+    server.add_workflow("linear", Linear(timeout=None), additional_events=EVENTS)
+    sock = socket.create_server(("127.0.0.1", 0))  # loopback only, a free port, listening now
+    http = uvicorn.Server(uvicorn.Config(server.app, log_level="warning"))
+    serve = asyncio.create_task(http.serve(sockets=[sock]))  # accepts once the runtime is up
     yield WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
     http.should_exit = True
     await serve
@@ -217,6 +249,31 @@ def _racers(log) -> tuple | None:
     return answer, tuple((f"asyncio.run(answer({e}))",) for e in events)
 
 
+FOLLOWED = re.compile(r"^(\s*)await follow\(client, ('[^']*'), after=[^()]*\)$")
+STARTED_RE = re.compile(r"^(\s*)await client\.run_workflow_nowait\(('[^']*'), handler_id=('[^']*')\)$")
+RUN = "{indent}await client.run_workflow({workflow}, handler_id={handler})"
+WAITED = "{indent}await client.wait_for_handler({handler}, timeout=60)"
+
+
+def waited(calls) -> list:
+    """The calls of a step whose run ends there (it completes, or fails at its crash point),
+    its last ``follow`` read from no event stream: with the ``run-nowait`` that started the run
+    just before it, ``POST /workflows/{name}/run`` (the same start, answered once the run has
+    ended); otherwise the client's ``wait_for_handler``, ``GET /handlers/{id}`` until its status
+    is terminal.  Either raises (HTTP 500) where the run failed, as ``follow`` did.  A
+    ``follow`` before it (a run that stopped at a question) stays."""
+    k = next((k for k in range(len(calls) - 1, -1, -1) if FOLLOWED.match(calls[k])), None)
+    if k is None:
+        return list(calls)
+    indent, handler = FOLLOWED.match(calls[k]).groups()
+    start = STARTED_RE.match(calls[k - 1]) if k else None
+    if start and start[1] == indent and start[3] == handler:
+        said = [c.replace(": run-nowait with its handler id", ": a run with its handler id")
+                for c in calls[:k - 1]]
+        return [*said, RUN.format(indent=indent, workflow=start[2], handler=handler), *calls[k + 1:]]
+    return [*calls[:k], WAITED.format(indent=indent, handler=handler), *calls[k + 1:]]
+
+
 def _steps(evidence, ops, check, dbos: bool, helpers: list, one_server: bool = False) -> list | None:
     """One ``Step`` per operation; ``helpers`` receives the definitions the steps call.
     ``one_server``: the steps talk to the one server ``serve_in_background`` started (no
@@ -245,6 +302,11 @@ def _steps(evidence, ops, check, dbos: bool, helpers: list, one_server: bool = F
             return None
         if one_server and i == evidence.step:
             calls[-1] = calls[-1].replace("await follow(", "outcome(await follow_in_time(", 1) + ")"
+        seen = evidence.observed[i] if i < len(evidence.observed) else None
+        ends = seen is not None and seen.outcome in ("completed", "crashed")
+        read = i == evidence.step and check.reads_outcome  # follow's last event is the outcome
+        if ends and not (dbos or one_server or read):
+            calls = waited(calls)
         if op.name in ("start", "resume", "recover") and not (dbos or one_server):
             calls = _served(calls)
         steps.append(without_unreached(evidence, i, step_of(evidence, i, calls)))
@@ -256,7 +318,10 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
     ``one_server``: ``serve_in_background`` and its client, the bounded ``follow_in_time``."""
     racers = max((len(s.racers) for s in steps), default=0)
     events = ", ".join(f"{k}{g}" for g in sorted(gates) for k in ("Ask", "Ans"))
-    serve = _source(serve_in_background if one_server else serving).replace(
+    # Only racers wait for their server's start-up (their barrier says all are up): elsewhere the
+    # listening socket holds the first requests until the server accepts them.
+    serve = (_source(serve_in_background) if one_server else _source(serving) if racers
+             else source_as(serving_queued, "serving")).replace(
         ", additional_events=EVENTS", f", additional_events=[{events}]" if gates else "")
     # An answer may reach a run the server is still rebuilding from its journal: the follow
     # that subscribes again when its stream is silent.
@@ -269,12 +334,15 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
             any("async with serving()" in c for c in s.calls) for s in steps) == 1)
         serve = serve.replace("SqliteWorkflowStore(DB)",
                               f"SqliteWorkflowStore({SINGLE_DB_SRC if single else DB_SRC})")
-    follows = [_source(follow) if answered else source_as(follow_once, "follow")]
+    # No step follows a stream where each run it awaits ends (``waited``): no ``follow``.
+    followed = one_server or any("await follow(" in c for c in [*helpers, *(
+        c for s in steps for c in s.calls)])
+    follows = [_source(follow) if answered else source_as(follow_once, "follow")] if followed else []
     outcomes = [source_as(outcome_of_server, "outcome")] if check.reads_outcome else []
     if one_server:
         follows.append(_source(follow_in_time))
         outcomes = [source_as(outcome_in_time, "outcome")]
-    parts = [*([f"DB = {DB_SRC}"] if tampers else []),
+    parts = [*([f"DB = {SINGLE_DB_SRC}  # one file, every server's and the tamper's"] if tampers else []),
              *([f"ALL_UP = multiprocessing.Barrier({racers})"] if racers else []),
              serve, *follows, *helpers, *outcomes,
              *(["client = serve_in_background()  # one server process for every step below"]
@@ -341,9 +409,16 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
     gates = set(workflow.gates)
     steps = [as_raised(s, workflow.n) for s in steps]
     defined = definitions(workflow, variant.options["gate"], crash_points(steps, workflow.n), answers=False)
+    flag = _flaggable(steps, evidence)
+    if flag is not None:  # the one crash point: a flag the step sets, no runtime crash_point
+        k, flagged, point, raised = flag
+        steps[k] = flagged
+        defined = [d.replace(point, raised) for d in defined]
     steps, defined = _constant_bad_output(steps, defined)
     parts, imports, stdlib = (_dbos_parts(check, gates) if dbos else
                               _server_parts(evidence, ops, check, steps, gates, helpers, one_server))
+    if flag is not None:  # what the flagged step suppresses: the client's error of the failed run
+        imports = tuple("import httpx, uvicorn" if i == "import uvicorn" else i for i in imports)
     if any(s.bad_output is not None for s in steps[1:]):
         parts.append("BAD_OUTPUT = None  # a task that writes a value outside the schema")
     # The event classes the definitions use (not the event names ``follow`` compares).
@@ -352,9 +427,76 @@ def served_reproduction(variant, workflow, evidence) -> str | None:
                   evidence, pins(evidence, DBOS_PINS if dbos else SERVER_PINS))
     if variant.options.get("api") == "private":
         head += "\n" + PRIVATE_NOTE
-    return _outcome_inlined(Script(header=head, imports=(*imports, *workflow_imports(used)),
-                                   workflow_src="\n".join(defined + parts), steps=tuple(steps),
-                                   check=check, stdlib=stdlib, asynchronous=True, lean=True).source())
+    source = _outcome_inlined(Script(header=head, imports=(*imports, *workflow_imports(used)),
+                                     workflow_src="\n".join(defined + parts), steps=tuple(steps),
+                                     check=check, stdlib=stdlib, asynchronous=True, lean=True).source())
+    return _log_inlined(source if flag is None else _flag_set(source, steps[flag[0]], flag[0] + 1, flag[2]))
+
+
+LOCAL_LOG = "EFFECTS = []\n" + snippet("local:effect") + "\n"
+LOG_SAID = "EFFECTS = []  # each task's one effect (an email sent, say), as a (task, value) row\n"
+
+
+def _log_inlined(source: str) -> str:
+    """A script whose effect log is the list ``EFFECTS``: each task appends its row itself (no
+    ``effect`` helper for one line), and the check slices the rows of its step where it reads
+    them (no ``fired`` for one use).  Unchanged where anything else still names either."""
+    if LOCAL_LOG not in source:
+        return source
+    out = re.sub(r"^(\s*)effect\(([^()\n]*)\)$", r"\1EFFECTS.append((\2))",
+                 source.replace(LOCAL_LOG, LOG_SAID, 1), flags=re.MULTILINE)
+    out = fired_inlined(out)
+    names = {n.id for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Name)}
+    return source if names & {"effect", "fired"} else out
+
+
+FLAG_RAISE = 'if CRASH: raise RuntimeError("task {task} fails {moment}")  # the crash point of step {step}'
+
+
+def _flaggable(steps, evidence) -> tuple | None:
+    """``(i, step, point, raise)`` where the trace's one crash point is step ``i``'s, an
+    exception as a task starts ("before its effect", or the previous task's "after it
+    completed" as ``as_raised`` sets it), and the step's last call awaits its run's end
+    (``waited``).  The task then raises by itself where ``CRASH`` is set, which that step alone
+    sets (``_flag_set``; other steps may run the task: no unconditional raise): the
+    ``crash_point(...)`` line ``point`` becomes ``raise``, and ``step`` (no crash left, not
+    guarded) awaits the run inside ``contextlib.suppress(httpx.HTTPStatusError)``, the client's
+    error for the failed run's HTTP 500 (another error, the script's own mistake, stops it), so
+    it needs no ``observe``, ``Crash`` nor runtime ``crash_point``.  None otherwise."""
+    crashing = [i for i, s in enumerate(steps) if s.crash is not None]
+    if len(crashing) != 1:
+        return None
+    i = crashing[0]
+    task, phase, kind = steps[i].crash
+    calls = steps[i].calls
+    last = calls[-1].lstrip() if calls else ""
+    if kind != "exception" or phase != "before_effect" or steps[i].racers or not last.startswith(
+            ("await client.run_workflow(", "await client.wait_for_handler(")):
+        return None
+    crash = evidence.ops[i].crash  # as the trace has it: task 1 "after it completed", say
+    indent = calls[-1][: len(calls[-1]) - len(last)]
+    step = dataclasses.replace(steps[i], crash=None, guarded=False, calls=(
+        *calls[:-1], *suppressed([last], "httpx.HTTPStatusError", "the run fails there: HTTP 500", indent)))
+    return i, step, f'crash_point({task}, "before its effect")', FLAG_RAISE.format(
+        task=crash.task, moment=MOMENTS[crash.phase], step=i + 1)
+
+
+def _flag_set(source: str, step, number: int, point: str) -> str:
+    """``CRASH = True`` before the run of step ``number`` (``asyncio.run(step_<n>())``) and, unless
+    the check comes next, ``CRASH = False`` after it; ``point``: the ``crash_point(...)`` call
+    the task's ``raise`` stands for (its words say which task raises)."""
+    run = f"asyncio.run(step_{number}())"
+    lines = source.split("\n")
+    if lines.count(run) != 1:
+        raise ValueError(f"step {number} is not run as {run!r}")
+    at = lines.index(run)
+    task = re.match(r"crash_point\((\d+),", point)[1]
+    said = f"CRASH = True  # task {task} raises as it starts (the crash point), in this step only"
+    lines = [*lines[:at], said, run, *([] if step.observed else ["CRASH = False"]), *lines[at + 1:]]
+    if number > 1:  # the steps before it run the task too: the flag exists, unset, for them
+        first = next(k for k, line in enumerate(lines) if line.startswith("# 1. "))
+        lines.insert(first, "CRASH = False")
+    return "\n".join(lines)
 
 
 _BAD_TASK = re.compile(r'(\()?"<bad>" if ([\w.]+) == BAD_OUTPUT else \2(?(1)\),|)')

@@ -43,6 +43,7 @@ class Step:
     calls: tuple = ()
     crash: tuple | None = None  # (task, moment, "exception" | "sigkill"), moment from MOMENTS
     guarded: bool = False  # the framework may raise here: run it through observe()
+    crashed: bool = False  # the fuzzer saw it die at its crash point (not a refusal)
     observed: bool = False  # the step the check looks at
     child_setup: tuple = ()  # statements a child process runs first (its own connection)
     bad_output: int | None = None  # this task writes a value outside the state schema
@@ -60,6 +61,7 @@ def step_of(evidence, i: int, calls, *, note: str = "", **extra) -> Step:
                 crash=(crash.task, crash.phase, crash.kind) if crash else None,
                 bad_output=getattr(op, "bad_output", None),
                 guarded=observed is not None and observed.outcome in ("rejected", "crashed"),
+                crashed=observed is not None and observed.outcome == "crashed",
                 observed=i == evidence.step, **extra)
 
 
@@ -138,6 +140,13 @@ class Script:
     # Every built-in adapter sets it; off by default, so that another adapter's scripts do not
     # change under it.
     lean: bool = False
+    # A task's raise at its crash point reaches the caller as it is (``Crash``), not re-raised as
+    # an error of the framework's own: LangGraph's nodes, say.  Then a step whose crash point
+    # raises and whose outcome nothing reads is written inside ``contextlib.suppress(Crash)``
+    # (``_suppressing``), its calls as straight lines where they can be, and needs no ``observe``.
+    # Where a framework wraps the raise (AutoGen's ``RuntimeError``), the step keeps ``observe``,
+    # which catches whatever it is re-raised as.
+    raise_passes: bool = False
 
     def _killed(self) -> bool:
         """Does a process die or several share the effect log (a SIGKILL, a race, isolated
@@ -173,6 +182,9 @@ class Script:
         # is never looked at, and the list's ``observe`` does.
         telling = killed or (crashes and not self._raising_only()) or any(
             s.crash and s.observed and self.check.reads_outcome for s in self.steps)
+        if any(map(self._suppressing, self.steps)) or any(
+                "contextlib." in c for s in self.steps for c in s.calls):  # ``suppressed`` steps
+            imports.add("contextlib")
         if raced or any(map(self._observes, self.steps)):
             names += ["observe" if telling else "local:observe"]
         names += ["verdict"]
@@ -252,6 +264,9 @@ class Script:
                           *(f"    {c}" for c in calls)]
                 calls = [f"asyncio.run(step_{i}())" if self.asynchronous
                          else f"contextvars.copy_context().run(step_{i})"]
+            if self._suppressing(step):
+                said = f"task {spot[0]} raises at its crash point"
+                return lines + [f"CRASH = {spot[:2]!r}", *suppressed(calls, "Crash", said), "CRASH = None"]
             if step.observed:  # the effects it fires are all the check needs
                 log = self._log()
                 return lines + [f"before = len({log})", *calls, f"fired = {log}[before:]"]
@@ -304,8 +319,20 @@ class Script:
 
     def _observes(self, step: Step) -> bool:
         """Does the step run through ``observe`` (it may raise, or its outcome is checked)?"""
+        if self._suppressing(step):
+            return False
         return bool(step.crash or step.guarded or self.isolated
                     or (step.observed and self.check.reads_outcome))
+
+    def _suppressing(self, step: Step) -> bool:
+        """Is ``step`` written inside ``contextlib.suppress(Crash)``: the framework lets a
+        task's raise through (``raise_passes``), the step's one crash point raises at a task's
+        own moment, the fuzzer saw it crash (not refuse), and nothing reads what it returns (it is
+        not the checked step, or the check reads the stored state)?  A script in which the step
+        raises anything else stops with that traceback: no ``DEFECT SHOWS``, not reproduced."""
+        unread = not step.observed or self.check.aspect == "state"  # the check reads the store
+        return bool(self.raise_passes and self.lean and step.crash and unread
+                    and step.crashed and not step.racers and self._raising_only())
 
     def _check(self) -> list:
         c = self.check
@@ -399,6 +426,40 @@ def _top_level_names(src: str) -> set:
             names |= {n.id for n in ast.walk(node)
                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return names
+
+
+LONGEST = 120  # characters: about the longest line of the runtime a script carries (``verdict``)
+
+
+def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
+    """``calls`` (statements) inside ``contextlib.suppress(<exception>)``, ``said`` as the
+    comment, at ``indent``: on the ``with`` line itself when they are one expression and the
+    line fits (``LONGEST``), else as its block.  The one spelling of a step that survives its
+    task's own raise and reads nothing of it (the script imports ``contextlib``): the toolkit's
+    ``Crash`` (``Script(raise_passes=True)``), or what a framework re-raises it as (LlamaIndex's
+    ``RuntimeError``, the server's ``httpx.HTTPStatusError``)."""
+    guard = f"{indent}with contextlib.suppress({exception}):"
+    if len(calls) == 1 and _is_expression(calls[0].strip()):
+        line = f"{guard} {calls[0].strip()}  # {said}"
+        if len(line) <= LONGEST:
+            return [line]
+    return [f"{guard}  # {said}", *(f"{indent}    {c}" for c in calls)]
+
+
+def fired_inlined(script: str) -> str:
+    """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it (an
+    adapter's pass over its composed script: CrewAI's, AutoGen's)."""
+    lines = script.splitlines()
+    if "fired = EFFECTS[before:]" not in lines:
+        return script
+    at = lines.index("fired = EFFECTS[before:]")
+    rest = lines[at + 1:]
+    name = r"\bfired\b(?!')"  # not the verdict's words, 'effects fired'
+    readers = [k for k, line in enumerate(rest) if re.search(name, line)]
+    if readers != [len(rest) - 1] or not rest[-1].startswith("verdict("):
+        return script
+    rest[-1] = re.sub(name, "EFFECTS[before:]", rest[-1])
+    return "\n".join(lines[:at] + rest) + "\n"
 
 
 def _one_expression(calls: list) -> str | None:

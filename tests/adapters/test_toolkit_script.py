@@ -19,6 +19,7 @@ from adapters.toolkit.script import (
     Step,
     check_for,
     crash_spot,
+    fired_inlined,
     sole_raising_crash,
     op_words,
     snippet,
@@ -420,3 +421,40 @@ def test_a_lean_script_whose_check_reads_no_effect_has_no_effect_log(tmp_path, f
                   lean=True).source()
     assert "EFFECTS" in kept and "effect(t, None)" in kept
     assert run(kept, tmp_path).returncode == (1 if forgetful else 0)
+
+
+@pytest.mark.parametrize("forgetful", [True, False])
+def test_a_crash_the_framework_lets_through_is_suppressed_where_nothing_reads_it(tmp_path, forgetful):
+    # Task 2 raises before its effect in the first run; the second run is the checked one.  A
+    # framework that lets the raise through (raise_passes): the first step inside
+    # contextlib.suppress(Crash), on one line, and no observe pasted for it.
+    workflow = WORKFLOW.replace("FORGETFUL_VALUE", str(forgetful))
+
+    def compose_with(*, raise_passes=True, crashed=True):
+        steps = (Step(comment="First run", calls=("run('run-1')",), guarded=True, crashed=crashed,
+                      crash=(2, "before_effect", "exception")),
+                 Step(comment="Run again", calls=("run('run-1')",), observed=True))
+        check = Check(aspect="effects", allowed=(((2, None),),), expected="e", observed="o")
+        return Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=check,
+                      lean=True, raise_passes=raise_passes).source()
+
+    source = compose_with()
+    assert ("CRASH = (2, 'before its effect')\nwith contextlib.suppress(Crash): run('run-1')"
+            "  # task 2 raises at its crash point\nCRASH = None") in source
+    assert "def observe" not in source and "import contextlib" in source
+    proc = run(source, tmp_path)
+    # Task 1 ran in the first run; a forgetful second run fires it again.
+    assert proc.returncode == (1 if forgetful else 0), proc.stdout + proc.stderr
+    # A framework that wraps the raise, or a step the fuzzer saw refuse: observe catches it.
+    for other in (compose_with(raise_passes=False), compose_with(crashed=False)):
+        assert "contextlib" not in other and "observe(lambda: run('run-1'))" in other
+        assert run(other, tmp_path).returncode == (1 if forgetful else 0)
+
+
+def test_fired_is_written_where_the_verdict_its_one_reader_reads_it():
+    script = ("before = len(EFFECTS)\nrun()\nfired = EFFECTS[before:]\n# Observed: task 1 ran\n"
+              "verdict('effects fired', sorted(fired, key=repr), [[]])\n")
+    assert fired_inlined(script) == ("before = len(EFFECTS)\nrun()\n# Observed: task 1 ran\n"
+                                     "verdict('effects fired', sorted(EFFECTS[before:], key=repr), [[]])\n")
+    read_twice = script.replace("run()\n", "run()\n", 1).replace("# Observed", "print(fired)\n# Observed")
+    assert fired_inlined(read_twice) == read_twice  # another reader: the name stays

@@ -270,7 +270,7 @@ def test_what_a_script_says_once_is_written_where_it_is_read():
     same statements in the same order, run the same way."""
     from adapters.crewai import repro
 
-    out = repro._outcome_inlined(repro._fired_inlined(repro._effect_in_task(repro._lookups_after(SCRIPT))))
+    out = repro._outcome_inlined(repro.fired_inlined(repro._effect_in_task(repro._lookups_after(SCRIPT))))
     assert "def effect(" not in out and "def outcome(" not in out and "fired = " not in out
     assert "def task_body(t, value): EFFECTS.append((t, value)); return t" in out
     assert ("contextvars.copy_context().run(\n    lambda: run(1))\n"

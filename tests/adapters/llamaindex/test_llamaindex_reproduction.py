@@ -63,8 +63,8 @@ def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     # body; the raising call runs inside contextlib.suppress(RuntimeError), no observe().
     assert "task3" not in script and "Done2" not in script and "task_body" not in script
     assert "ev: Done1) -> StopEvent:" in script
-    assert "    with contextlib.suppress(RuntimeError):  # task 2 raises here (the crash point)\n" \
-           "        await drive('branch-1', handler)\n" in script
+    assert "    with contextlib.suppress(RuntimeError): await drive('branch-1', handler)" \
+           "  # task 2 raises here (the crash point)\n" in script
     assert "def observe(" not in script
     # snapshot(1) and load('branch-1'), called once, written out there; the fork saves a row of
     # branch-1 first: read_state needs no "no row" case; nothing reads what drive returns.
