@@ -5,7 +5,9 @@ An adapter's ``repro.py`` supplies the parts in its framework's terms: the workf
 recorded while replaying the trace, one ``Step`` per operation, and the ``Check`` of the step
 that diverged.  This module adds the runtime functions the steps need (``repro_runtime.py``, by
 name) and the few glue lines that run a step: straight lines when the step can neither fail nor
-crash, ``observe(step_n)`` around one that may, ``in_child(step_n, ...)`` for a SIGKILL.
+crash, ``observe(step_n)`` around one that may, ``with contextlib.suppress(...)`` around one that
+survives its task's own raise and reads nothing of it (``suppressed``), ``in_child(step_n,
+...)`` for a SIGKILL.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class Script:
     # raises and whose outcome nothing reads is written inside ``contextlib.suppress(Crash)``
     # (``_suppressing``), its calls as straight lines where they can be, and needs no ``observe``.
     # Where a framework wraps the raise (AutoGen's ``RuntimeError``), the step keeps ``observe``,
-    # which catches whatever it is re-raised as.
+    # which catches whatever it is re-raised as, unless the adapter writes it with ``suppressed``.
     raise_passes: bool = False
 
     def _killed(self) -> bool:
@@ -448,7 +450,7 @@ def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
 
 def fired_inlined(script: str) -> str:
     """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it (an
-    adapter's pass over its composed script: CrewAI's, AutoGen's)."""
+    adapter's pass over its composed script: CrewAI's, AutoGen's, the LlamaIndex server's)."""
     lines = script.splitlines()
     if "fired = EFFECTS[before:]" not in lines:
         return script
