@@ -42,7 +42,7 @@ written as its ``UPDATE`` there (``_forged_in_place``, ``_overwritten_in_place``
 ``TaskOutput`` of one field is one line; where every task is a gate and its answer is read once,
 by its effect, it asks until answered with no ``value`` to name (``_every_task_a_gate``); with
 the effect log a list, the task appends its row itself and the verdict reads
-``EFFECTS[before:]`` (``_effect_in_task``, the toolkit's ``fired_inlined``).
+``EFFECTS[before:]`` (the toolkit's ``effect_inlined`` and ``fired_inlined``).
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -85,6 +85,7 @@ from adapters.toolkit.script import (
     LONGEST,
     Script,
     check_for,
+    effect_inlined,
     fired_inlined,
     header,
     pins,
@@ -834,28 +835,32 @@ _FORGED = re.compile(r"^(?P<fn>save|overwrite)\((?P<to>'[^']*'), rewrite\(load\(
                      r"(?P<done>\[[^\]]*\]), (?P<answers>\{[^}]*\})\)\)$")
 
 
+def _expanded(calls, pattern, lines_of) -> tuple:
+    """``calls`` with each call that ``pattern`` matches replaced by ``lines_of(match)``."""
+    out = []
+    for call in calls:
+        m = pattern.match(call)
+        out += [call] if m is None else lines_of(m)
+    return tuple(out)
+
+
 def _forged_in_place(calls, manager: str, reads_answers: bool) -> tuple:
     """A forgery that only adds the next task's output (``rewrite_next_output``) written out in
     its step: the state loaded, task t's output appended to the manager's thread (``manager``:
     the team's ``GraphManager`` or ``SwarmGroupChatManager``), as AgentChat's message class
     serialises it, and the state stored again.  The output's task number and answer only where
     the check reads them (``read_state``): nothing else does."""
-    out = []
-    for call in calls:
-        m = _FORGED.match(call)
-        if m is None:
-            out.append(call)
-            continue
+    def written(m) -> list:
         t = ast.literal_eval(m["done"])[-1]
         answer = ast.literal_eval(m["answers"]).get(t)
         fields = (f"task={t}, out={t}" + (f", answer={answer!r}" if answer is not None else "")
                   if reads_answers else f"out={t}")
-        out += [f"state = load({m['source']})",
+        return [f"state = load({m['source']})",
                 f'output = StructuredMessage[TaskOutput](content=TaskOutput({fields}), source="t{t}")',
                 f'state["agent_states"]["{manager}"]["message_thread"].append(output.dump())'
                 f"  # an output task {t} never wrote",
                 f"{m['fn']}({m['to']}, state)"]
-    return tuple(out)
+    return _expanded(calls, _FORGED, written)
 
 
 _OVERWRITE = re.compile(r"^overwrite\((?P<thread>'[^']*'), state\)$")
@@ -863,19 +868,13 @@ _OVERWRITE = re.compile(r"^overwrite\((?P<thread>'[^']*'), state\)$")
 
 def _overwritten_in_place(calls, every: str) -> tuple:
     """The one ``overwrite`` of the SQLite store in memory, of a state held in ``state``,
-    written where it is made: the newest row of the run replaced by plain SQL (no helper for
+    written where it is made: ``overwrite_db``'s body, its thread the run's name (no helper for
     one call)."""
     if every.count("overwrite(") != 1:
         return tuple(calls)
-    out = []
-    for call in calls:
-        m = _OVERWRITE.match(call)
-        if m is None:
-            out.append(call)
-            continue
-        out += ['DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",',
-                f"           (json.dumps(state), {m['thread']}))"]
-    return tuple(out)
+    body = without_docstring(inspect.getsource(overwrite_db)).split("\n")[1:]
+    return _expanded(calls, _OVERWRITE, lambda m: [
+        line[4:].replace("state), thread))", f"state), {m['thread']}))") for line in body])
 
 
 def _every_task_a_gate(agent: str) -> str:
@@ -892,20 +891,6 @@ def _every_task_a_gate(agent: str) -> str:
     if "self.kind" not in agent.replace("self.t, self.kind = t, kind", ""):  # no "end" leaf to tell
         agent = agent.replace("self.t, self.kind = t, kind", "self.t = t")
     return agent
-
-
-_EFFECT = "def effect(task, value):\n    EFFECTS.append((task, value))\n"
-
-
-def _effect_in_task(script: str) -> str:
-    """The list log's ``effect`` written into ``Task``, its one caller: the task appends its
-    row to ``EFFECTS`` itself."""
-    callers = re.findall(r"^(.*)\beffect\(", script, flags=re.MULTILINE)
-    if _EFFECT not in script or sorted(callers) != ["        ", "def "]:
-        return script
-    script = script.replace(_EFFECT, "", 1)
-    return re.sub(r"^        effect\(self\.t, (.*)\)$", r"        EFFECTS.append((self.t, \1))  # its one effect",
-                  script, flags=re.MULTILINE)
 
 
 def _nothing_run_returned(script: str) -> str:
@@ -939,7 +924,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         script = _reproduction(variant, workflow, evidence, unread_answer=False)
     if script is None:
         return None
-    return _nothing_run_returned(fired_inlined(_effect_in_task(script)))
+    return _nothing_run_returned(fired_inlined(effect_inlined(script, said="  # its one effect")))
 
 
 def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | None:

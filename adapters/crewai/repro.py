@@ -66,6 +66,7 @@ from adapters.toolkit.script import (
     Script,
     check_for,
     crash_spot,
+    effect_inlined,
     effect_rows,
     fired_inlined,
     header,
@@ -892,19 +893,13 @@ def _compact(script: str) -> str:
     return script
 
 
-_EFFECT = "def effect(task, value):\n    EFFECTS.append((task, value))\n"
-
-
 def _effect_in_task(script: str) -> str:
-    """The list log's ``effect`` written into ``task_body``, its one caller: the task appends its
-    row to ``EFFECTS`` itself; a ``task_body`` left with that and its result, on one line."""
-    calls = re.findall(r"^(.*)\beffect\(", script, flags=re.MULTILINE)
-    if _EFFECT not in script or sorted(calls) != ["    ", "def "]:
-        return script
-    script = script.replace(_EFFECT, "", 1)
-    script = re.sub(r"^    effect\(t, value\)$", "    EFFECTS.append((t, value))", script, flags=re.MULTILINE)
-    return script.replace("def task_body(t, value):\n    EFFECTS.append((t, value))\n    return t\n",
-                          "def task_body(t, value): EFFECTS.append((t, value)); return t  # its one effect, its result\n")
+    """The list log's ``effect`` written into ``task_body``, its one caller (``effect_inlined``):
+    the task appends its row to ``EFFECTS`` itself; a ``task_body`` left with that and its result,
+    on one line."""
+    return effect_inlined(script).replace(
+        "def task_body(t, value):\n    EFFECTS.append((t, value))\n    return t\n",
+        "def task_body(t, value): EFFECTS.append((t, value)); return t  # its one effect, its result\n")
 
 
 _STEP_DEF = re.compile(r"^def (step_\d+)\(\):$")

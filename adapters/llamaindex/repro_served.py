@@ -65,6 +65,7 @@ from adapters.toolkit.script import (
     Check,
     Script,
     check_for,
+    effect_inlined,
     fired_inlined,
     header,
     pins,
@@ -118,20 +119,14 @@ async def serving():
     await serve
 
 
-@contextlib.asynccontextmanager
-async def serving_queued():
-    """``serving`` without waiting for the start-up: the socket listens before uvicorn starts, so
-    the client's first requests queue in it until uvicorn accepts them, which it does once its
-    lifespan (the runtime) has started (ASGI's lifespan: no connection before start-up has
-    completed)."""
-    server = WorkflowServer(workflow_store=SqliteWorkflowStore(DB))
-    server.add_workflow("linear", Linear(timeout=None), additional_events=EVENTS)
-    sock = socket.create_server(("127.0.0.1", 0))  # loopback only, a free port, listening now
-    http = uvicorn.Server(uvicorn.Config(server.app, log_level="warning"))
-    serve = asyncio.create_task(http.serve(sockets=[sock]))  # accepts once the runtime is up
-    yield WorkflowClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}")
-    http.should_exit = True
-    await serve
+def serving_queued() -> str:
+    """The source of ``serving`` without its wait for the start-up: the socket listens before
+    uvicorn starts, so the client's first requests queue in it until uvicorn accepts them, which
+    it does once its lifespan (the runtime) has started (ASGI's lifespan: no connection before
+    start-up has completed)."""
+    src = without_lines(_source(serving), "async with asyncio.timeout(30):", extra=2)
+    return src.replace("a free port\n", "a free port, listening now\n", 1).replace(
+        "http.serve(sockets=[sock]))\n", "http.serve(sockets=[sock]))  # accepts once the runtime is up\n", 1)
 
 
 def serve_in_background():
@@ -321,7 +316,7 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
     # Only racers wait for their server's start-up (their barrier says all are up): elsewhere the
     # listening socket holds the first requests until the server accepts them.
     serve = (_source(serve_in_background) if one_server else _source(serving) if racers
-             else source_as(serving_queued, "serving")).replace(
+             else serving_queued()).replace(
         ", additional_events=EVENTS", f", additional_events=[{events}]" if gates else "")
     # An answer may reach a run the server is still rebuilding from its journal: the follow
     # that subscribes again when its stream is silent.
@@ -438,16 +433,16 @@ LOG_SAID = "EFFECTS = []  # each task's one effect (an email sent, say), as a (t
 
 
 def _log_inlined(source: str) -> str:
-    """A script whose effect log is the list ``EFFECTS``: each task appends its row itself (no
-    ``effect`` helper for one line), and the check slices the rows of its step where it reads
-    them (no ``fired`` for one use).  Unchanged where anything else still names either."""
-    if LOCAL_LOG not in source:
+    """A script whose effect log is the list ``EFFECTS``: each task appends its row itself
+    (``effect_inlined``: no ``effect`` helper for one line), and the check slices the rows of its
+    step where it reads them (``fired_inlined``: no ``fired`` for one use).  Unchanged where
+    anything else still names either."""
+    if LOCAL_LOG not in source or (out := effect_inlined(source)) == source:
         return source
-    out = re.sub(r"^(\s*)effect\(([^()\n]*)\)$", r"\1EFFECTS.append((\2))",
-                 source.replace(LOCAL_LOG, LOG_SAID, 1), flags=re.MULTILINE)
     out = fired_inlined(out)
-    names = {n.id for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Name)}
-    return source if names & {"effect", "fired"} else out
+    if "fired" in {n.id for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Name)}:
+        return source
+    return out.replace("EFFECTS = []\n", LOG_SAID, 1)
 
 
 FLAG_RAISE = 'if CRASH: raise RuntimeError("task {task} fails {moment}")  # the crash point of step {step}'

@@ -448,6 +448,20 @@ def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
     return [f"{guard}  # {said}", *(f"{indent}    {c}" for c in calls)]
 
 
+def effect_inlined(script: str, said: str = "") -> str:
+    """The list log's ``effect`` (``repro_runtime_local``) written where it is called: a line
+    that only calls it appends the row to ``EFFECTS`` itself (``said``: that line's comment), and
+    the definition goes (an adapter's pass over its composed script: CrewAI's, AutoGen's, the
+    LlamaIndex server's).  Unchanged where anything else still names ``effect``."""
+    defined = snippet("local:effect") + "\n"
+    if defined not in script:
+        return script
+    out = re.sub(r"^(\s*)effect\((.*)\)$", lambda m: f"{m[1]}EFFECTS.append(({m[2]})){said}",
+                 script.replace(defined, "", 1), flags=re.MULTILINE)
+    named = {n.id for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Name)}
+    return script if "effect" in named else out
+
+
 def fired_inlined(script: str) -> str:
     """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it (an
     adapter's pass over its composed script: CrewAI's, AutoGen's, the LlamaIndex server's)."""

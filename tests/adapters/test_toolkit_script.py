@@ -19,6 +19,7 @@ from adapters.toolkit.script import (
     Step,
     check_for,
     crash_spot,
+    effect_inlined,
     fired_inlined,
     sole_raising_crash,
     op_words,
@@ -458,3 +459,13 @@ def test_fired_is_written_where_the_verdict_its_one_reader_reads_it():
                                      "verdict('effects fired', sorted(EFFECTS[before:], key=repr), [[]])\n")
     read_twice = script.replace("run()\n", "run()\n", 1).replace("# Observed", "print(fired)\n# Observed")
     assert fired_inlined(read_twice) == read_twice  # another reader: the name stays
+
+
+def test_the_effect_is_written_where_its_one_caller_calls_it():
+    defined = snippet("local:effect") + "\n"
+    script = f"EFFECTS = []\n{defined}def task(t, value):\n    effect(t, value)\n    return t\n"
+    assert effect_inlined(script, said="  # its one effect") == (
+        "EFFECTS = []\ndef task(t, value):\n    EFFECTS.append((t, value))  # its one effect\n    return t\n")
+    passed = script + "hooks = [effect]\n"  # named otherwise: the definition stays
+    assert effect_inlined(passed) == passed
+    assert effect_inlined("x = 1\n") == "x = 1\n"  # no list log's effect: nothing to write
