@@ -32,6 +32,7 @@ finding) says nothing about the finding, so another replay is run in its place, 
 ``MAX_TRIALS`` in all (``reached``); the failure message counts them.
 """
 
+import itertools
 import json
 import os
 import subprocess
@@ -96,6 +97,26 @@ def _replay_args(paths, store: str | None) -> list:
             *(["--store", store] if store else []), *map(str, paths)]
 
 
+# The collector's phase in which a further replay's interpreter forks its workers: how many
+# young-generation collections it runs first (a worker inherits the counters that say when the
+# next older collection comes).  An interpreter's allocations are the same every time
+# (PYTHONHASHSEED=0), so without this every further replay of an entry repeats the same few
+# histories, and a finding that needs a collection at one moment is seen in all of them or in
+# none (LlamaIndex's idle run lost to the collector, ``server-event/Stuck-bddff149f8ee``: 0 of
+# 30 further replays in CI after an unrelated change moved the allocations; 1 of the 10 phases
+# shows it on the code of that change).  The interpreters of successive asks take successive
+# phases, round the ten the middle generation's threshold allows.
+PHASED = ("import gc, runpy, sys; [gc.collect(0) for _ in range(int(sys.argv.pop(1)))]; "
+          "runpy.run_module('fuzz.cli', run_name='__main__', alter_sys=True)")
+_phases = itertools.count()
+
+
+def _phased_args(paths, store: str | None, phase: int) -> list:
+    """``_replay_args``, its interpreter first running ``phase`` young collections."""
+    python, _, _, *rest = _replay_args(paths, store)
+    return [python, "-c", PHASED, str(phase), *rest]
+
+
 @pytest.fixture(scope="module")
 def replays():
     """Replay every selected entry whose target is installed, in one fresh interpreter: once, or
@@ -136,19 +157,22 @@ def _replay_more(path: Path, count: int) -> list:
     has.  LlamaIndex's ``server-event/Stuck-bddff149f8ee`` is lost to a garbage collection that
     runs between the run's pause and its answer; when the collector runs follows the worker's
     allocations, which a fresh interpreter's first replay never reaches (0 of 28 in CI, 2026-12-04)
-    and a later replay in the same interpreter does."""
+    and a later replay in the same interpreter may; each interpreter starts in a collection
+    phase of its own (``PHASED``)."""
     store = _store(load_trace(path))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     shares = [count // REPLAY_JOBS + (i < count % REPLAY_JOBS) for i in range(REPLAY_JOBS)]
 
-    def run(share: int) -> list:
-        proc = subprocess.run(_replay_args([path] * share, store), cwd=ROOT, env=env,
+    def run(job: tuple) -> list:
+        share, phase = job
+        proc = subprocess.run(_phased_args([path] * share, store, phase), cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600 * share)
         assert proc.returncode in (0, 1), proc.stderr[-3000:]
         return json.loads(proc.stdout)
 
+    jobs = [(n, next(_phases) % 10) for n in shares if n]
     with ThreadPoolExecutor(REPLAY_JOBS) as pool:
-        return [r for results in pool.map(run, [n for n in shares if n]) for r in results]
+        return [r for results in pool.map(run, jobs) for r in results]
 
 
 _here: dict = {}
@@ -330,3 +354,9 @@ def test_a_change_at_the_findings_step_counts_as_evidence():
     there = _result("CHANGED", 2)
     with pytest.raises(AssertionError, match="3 replays now say CHANGED, CHANGED, CHANGED:"):
         check_replays(entry, "e", [there], lambda count: [there] * count)
+
+
+def test_a_phased_interpreter_runs_the_replay_command():
+    proc = subprocess.run(_phased_args([], None, 3)[:4] + ["replay", "--help"], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    assert proc.returncode == 0 and "--op-timeout" in proc.stdout, proc.stderr[-2000:]
