@@ -47,7 +47,7 @@ from .errors import EngineError, HarnessFailure, OutOfTime
 from .internal import lifetime
 from .internal import messages as m
 from .internal.blame import roots_of
-from .internal.ledger import Ledger
+from .internal.ledger import Ledger, MemoryLedger
 from .internal.worker import OUTPUT_LIMIT
 from .internal.worker import TWIN as _TWIN
 from .internal.worker import cleanup as _cleanup
@@ -314,7 +314,7 @@ class _LocalWorker:
     """The ``inprocess`` mode's stand-in for a worker: same commands, run in this process."""
 
     def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path,
-                 ledger: Ledger | None = None):
+                 ledger: Ledger | MemoryLedger | None = None):
         # One process, one ledger: the case runner's own connection when it lends it (opening
         # and closing a second one cost ~25 ms a case, a tenth of a short case's time).
         self._own_ledger = ledger is None
@@ -366,9 +366,9 @@ class CaseRunner:
         self.workdir = casedir / "store"
         self.workdir.mkdir(parents=True)
         self.ledger_path = casedir / "ledger.sqlite"
-        # In process, every worker is this process and borrows this connection: in memory.
+        # In process, every worker is this process and borrows this ledger: a list in memory.
         inprocess = session.settings.mode == "inprocess"
-        self.ledger = Ledger(None if inprocess else self.ledger_path)
+        self.ledger = MemoryLedger() if inprocess else Ledger(self.ledger_path)
         self.seq = 0
         self.worker: _Worker | None = None
         self.log: list[str] = []  # what happened beyond the observation (errors, kills)

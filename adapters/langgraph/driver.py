@@ -331,26 +331,30 @@ class Driver:
     # -- reading ---------------------------------------------------------------------------
     def read(self, h: str):
         """``(done, answers, pending)`` stored at ``h``'s tip, decoded by the saver."""
-        tip, info = self.tip(h), self._info(h)
+        info = self._info(h)
+        # The thread's rows once: every query reads them, and the tip, the newest checkpoint
+        # and the saved tuple all come from that one listing (four listings a query before).
+        rows = self.store.rows(info["lg"]) if info else []
+        tip, newest = self.tip(h, rows), _newest(rows)
         if tip is None:  # nothing of h's is stored: what the thread's own state shows
             lg = info["lg"] if info else h
             self.record(f"graph.get_state({self.config_src(self._config(h, lg))})", "read")
-        else:
-            at = self._config(h, info["lg"], None if tip == self.latest(info["lg"]) else tip)
-            self.record(f"graph.get_state({self.config_src(at)})", "read")
-        saved = self._saved(h)
+            return [], {}, None
+        at = self._config(h, info["lg"], None if tip == newest else tip)
+        self.record(f"graph.get_state({self.config_src(at)})", "read")
+        saved = self.store.get_tuple(self._config(h, info["lg"], tip))
         if saved is None:
             return [], {}, None
         # A tip the thread has moved past (a sibling branch wrote after it) is resumed by its
         # id, and LangGraph reruns the finished tasks there (``superseded``).
-        return decode_state(self.spec, saved,
-                            superseded=tip is not None and tip != self.latest(info["lg"]))
+        return decode_state(self.spec, saved, superseded=tip != newest)
 
-    def tip(self, h: str) -> str | None:
+    def tip(self, h: str, rows=None) -> str | None:
+        """The newest checkpoint of ``h``'s own; ``rows``: its thread's, if already listed."""
         info = self._info(h)
         if not info:
             return None
-        rows = self.store.rows(info["lg"])
+        rows = self.store.rows(info["lg"]) if rows is None else rows
         ids = {row.checkpoint_id for row in rows}
         own = [r.checkpoint_id for r in rows if r.metadata.get(BRANCH_KEY) == h]
         if info.get("hint") in ids:
@@ -358,8 +362,7 @@ class Driver:
         return max(own) if own else None
 
     def latest(self, lg: str) -> str | None:
-        ids = [row.checkpoint_id for row in self.store.rows(lg)]
-        return max(ids) if ids else None
+        return _newest(self.store.rows(lg))
 
     def lineage(self, h: str) -> list[str]:
         """``h``'s tip and its ancestors, newest first; for a fork branch, then the checkpoint
@@ -502,6 +505,11 @@ def _interrupts(writes) -> list:
             for item in value if isinstance(value, (list, tuple)) else (value,):
                 out.append((tid, item))
     return out
+
+
+def _newest(rows) -> str | None:
+    """The newest of a thread's checkpoints (ids grow with time), ``None`` when it has none."""
+    return max((row.checkpoint_id for row in rows), default=None)
 
 
 def _gate_of(item):

@@ -2,6 +2,7 @@
 
 Rows are committed one by one (autocommit, WAL), so a row written before a SIGKILL survives it:
 the ledger, not the dying process, says what fired (Jepsen's history, Elle's unique writes).
+A case run ``inprocess`` has no other process to outlive: its ``MemoryLedger`` is a list.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ INSERT = "insert into effects (seq, branch, task, value, pid, racer) values (?, 
 
 
 class Ledger:
-    """``path`` ``None``: the ledger of a case run ``inprocess``, in memory.  Nothing there can
-    kill the process between a firing and its read, and no other process writes it, so the file
-    (its creation, its WAL, its removal: most of an in-process case's fixed cost) buys nothing."""
+    """The ledger of a case whose workers are processes: a SQLite file they all write."""
 
-    def __init__(self, path: Path | None):
-        self.path = None if path is None else Path(path)
+    def __init__(self, path: Path):
+        self.path = Path(path)
         # Frameworks run task bodies in worker threads (LangGraph's @task, CrewAI's methods):
         # effects arrive from threads other than the one that opened the ledger.
         self._lock = threading.Lock()
@@ -35,12 +34,10 @@ class Ledger:
         # the fsyncs of switching a new file to WAL and of the checkpoint on the last close
         # (NORMAL kept those: ~10-25 ms each per case on a VM's disk; FULL's fsync per row was
         # most of a firing's cost).  ``db`` is the connection; tests query the ledger through it.
-        self.db = sqlite3.connect(":memory:" if path is None else self.path,
-                                  check_same_thread=False, isolation_level=None)
-        if path is not None:
-            self.db.execute("PRAGMA busy_timeout=30000")
-            self.db.execute("PRAGMA synchronous=OFF")
-            self.db.execute("PRAGMA journal_mode=WAL")
+        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA busy_timeout=30000")
+        self.db.execute("PRAGMA synchronous=OFF")
+        self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(CREATE)  # racers opening one ledger at once: "if not exists" and the wait
 
     def fire(self, seq: int, branch: str, task: int, value: str | None, racer: int = 0) -> None:
@@ -64,3 +61,32 @@ class Ledger:
 
     def close(self) -> None:
         self.db.close()
+
+
+class MemoryLedger:
+    """The ledger of a case run ``inprocess``: a list.  Nothing there can kill the process
+    between a firing and its read, and no other process writes it, so a file (its creation, its
+    WAL, its removal) buys nothing; nor does SQLite in memory, whose connection, table and four
+    statements an operation were ~0.7 ms of a LangGraph case's ~19 (``benchmarks/README.md``,
+    twelfth round).  Same methods and rows as ``Ledger``, ``path`` ``None``."""
+
+    path = None
+
+    def __init__(self):
+        self._rows: list[tuple] = []  # (seq, branch, task, value, racer), in firing order
+        self._lock = threading.Lock()  # effects arrive from the frameworks' threads
+
+    def fire(self, seq: int, branch: str, task: int, value: str | None, racer: int = 0) -> None:
+        with self._lock:
+            self._rows.append((seq, branch, task, value, racer))
+
+    def rows(self, seq: int) -> list[tuple]:
+        """``(branch, task, value)`` for every firing during operation ``seq``."""
+        return [(b, t, v) for s, b, t, v, _ in self._rows if s == seq]
+
+    def count(self, seq: int, branch: str, racer: int = 0) -> int:
+        """Rows written during operation ``seq`` by ``racer`` on ``branch``."""
+        return sum(1 for s, b, _, _, r in self._rows if (s, b, r) == (seq, branch, racer))
+
+    def close(self) -> None:
+        pass

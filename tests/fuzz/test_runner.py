@@ -165,6 +165,31 @@ def test_an_inprocess_case_keeps_its_ledger_in_memory_and_refuses_races(tmp_path
         r.close()
 
 
+def test_the_inprocess_ledger_answers_as_the_ledger_file_does(tmp_path):
+    # The in-process list stands in for the SQLite file: the runner reads both with the same
+    # two calls (``rows`` for the observation, ``count`` to cross-check a worker's counter).
+    from fuzz.internal.ledger import Ledger, MemoryLedger
+
+    firings = [(1, "t0", 1, None, 0), (2, "t0", 2, "a", 0), (2, "f1", 2, "b", 1),
+               (2, "t0", 3, None, 0), (3, "f1", 1, None, 0)]
+    on_disk, in_memory = Ledger(tmp_path / "ledger.sqlite"), MemoryLedger()
+    try:
+        for row in firings:
+            on_disk.fire(*row)
+            in_memory.fire(*row)
+        for seq in (1, 2, 3, 4):
+            assert in_memory.rows(seq) == on_disk.rows(seq)
+            for branch in ("t0", "f1"):
+                for racer in (0, 1):
+                    assert in_memory.count(seq, branch, racer) == on_disk.count(seq, branch, racer)
+        assert in_memory.rows(2) == [("t0", 2, "a"), ("f1", 2, "b"), ("t0", 3, None)]
+        in_memory.fire(4, "t0", 1, None)  # one firing more: the two now disagree
+        assert in_memory.rows(4) != on_disk.rows(4) and in_memory.count(4, "t0") == 1
+    finally:
+        on_disk.close()
+        in_memory.close()
+
+
 def _at_the_crash_point(conn):
     from fuzz.internal.worker import sigkill_barrier
 
