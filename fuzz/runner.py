@@ -315,8 +315,8 @@ class _LocalWorker:
 
     def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path,
                  ledger: Ledger | MemoryLedger | None = None):
-        # One process, one ledger: the case runner's own connection when it lends it (opening
-        # and closing a second one cost ~25 ms a case, a tenth of a short case's time).
+        # One process, one ledger: the case runner's own (a list) when it lends it; opening and
+        # closing a second SQLite one cost ~25 ms a case, a tenth of a short case's time.
         self._own_ledger = ledger is None
         self.ledger = Ledger(ledger_path) if ledger is None else ledger
         self.case = session.adapter.open(session.variant, workflow, Path(workdir))
