@@ -5,6 +5,7 @@ LlamaIndex gets right."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,7 +57,17 @@ def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
     """Start and answer over HTTP, recorded as if the answer had fired nothing: the script sees
     task 1 fire with 'a', which the contract allows, so it exits 0."""
     trace = allowed_resume_trace(load_trace(defect_entries(CORPUS / "server-wait", "race")[0]))
-    repro = reproduce(adapter, trace)
+    # The recording replay runs in a worker forked from this process, with this process's
+    # collection counters: after some earlier tests a collection lands while the started run
+    # waits, LlamaIndex loses the idle run (its own defect, server-event/Stuck-bddff149f8ee,
+    # docs/frameworks/llamaindex.md) and the resume waits out the variant's 120 s limit (121 s
+    # in every CI run).  This test is about the script of what LlamaIndex gets right, so the
+    # recording runs with the collector off; the script runs in fresh interpreters, with it on.
+    gc.disable()
+    try:
+        repro = reproduce(adapter, trace)
+    finally:
+        gc.enable()
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
     assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
