@@ -313,12 +313,10 @@ class _Worker:
 class _LocalWorker:
     """The ``inprocess`` mode's stand-in for a worker: same commands, run in this process."""
 
-    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger_path: Path,
-                 ledger: Ledger | MemoryLedger | None = None):
-        # One process, one ledger: the case runner's own (a list) when it lends it; opening and
-        # closing a second SQLite one cost ~25 ms a case, a tenth of a short case's time.
-        self._own_ledger = ledger is None
-        self.ledger = Ledger(ledger_path) if ledger is None else ledger
+    def __init__(self, session: Session, workflow: Workflow, workdir: Path, ledger: MemoryLedger):
+        # One process, one ledger: the case runner's list, lent to each of its local workers
+        # (which never close it; the runner does).
+        self.ledger = ledger
         self.case = session.adapter.open(session.variant, workflow, Path(workdir))
         self.roots = roots_of(session.adapter)
         self._open = True
@@ -349,8 +347,6 @@ class _LocalWorker:
         if self._open:
             self._open = False
             self.case.close()
-            if self._own_ledger:
-                self.ledger.close()
         return False  # in process, the runner cleans up and removes itself
 
     def kill(self) -> None:
@@ -380,8 +376,7 @@ class CaseRunner:
     def _worker(self, workdir: Path | None = None) -> _Worker:
         if self.session.settings.mode == "inprocess":
             def make(where):
-                return _LocalWorker(self.session, self.workflow, where, self.ledger_path,
-                                    ledger=self.ledger)
+                return _LocalWorker(self.session, self.workflow, where, self.ledger)
         else:
             def make(where):
                 return self.session.worker(self.workflow, where, self.ledger_path)
