@@ -301,11 +301,13 @@ class Case:
         ``StaleResume`` where the variant declares it).
 
         Returns ``"interrupted"`` (a gate is pending) or ``"completed"`` (the run finished, or
-        the call was a no-op on a finished run).  Let the framework's exception propagate to
-        report a loud refusal (``rejected``), or raise ``Refused``; let ``CrashInjected``
-        propagate (``crashed``).  Anything else the adapter raises is a harness error ("Who
-        raised it" above).  The engine reads effects from its ledger
-        and the state with ``query`` afterwards: return nothing else.
+        the call was a no-op on a finished run), or ``"ok"`` for a no-op on a stored state that
+        neither asks nor is finished (a racer that loaded another racer's run mid-way; a state
+        forged that way): the label CONTRACT section 3 gives a no-op with no status to report.
+        Let the framework's exception propagate to report a loud refusal (``rejected``), or
+        raise ``Refused``; let ``CrashInjected`` propagate (``crashed``).  Anything else the
+        adapter raises is a harness error ("Who raised it" above).  The engine reads effects
+        from its ledger and the state with ``query`` afterwards: return nothing else.
 
         ``Fork(thread, gate, value, new_thread)``: resume the checkpoint at which ``gate`` was
         pending in ``thread`` as the new branch ``new_thread``, answering ``value``; effects in

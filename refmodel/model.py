@@ -300,10 +300,12 @@ class Model:
             return [self._lost_update(world, op, thread)]
         alternatives = []
         # Each loser is refused, or is a no-op that reports the status it then reads: the
-        # winner's outcome (read after its commit) or the gate still asked (read before it; a
-        # race starts at a pending gate).  The label of a call that did nothing is no property:
-        # what it did is judged on the effects and the persisted state.
-        labels = ["rejected", "interrupted"]
+        # winner's outcome (read after its commit), the gate still asked (read before it; a
+        # race starts at a pending gate), or ``ok`` (read while the winner's run was saving
+        # its way on: nothing asks and nothing is finished, the no-op label of
+        # ``_nothing_to_do``).  The label of a call that did nothing is no property: what it
+        # did is judged on the effects and the persisted state.
+        labels = ["rejected", "interrupted", "ok"]
         for value in dict.fromkeys(op.values):  # any racer may win; same value, same result
             for observation, after in self._run(world, op.thread, thread, op, answer=value):
                 won = observation.outcome

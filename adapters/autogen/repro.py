@@ -902,8 +902,9 @@ def _nothing_run_returned(script: str) -> str:
 
 def _one_line_output(src: str) -> str:
     """``TaskOutput`` of one field on one line: ``class TaskOutput(BaseModel): out: int``."""
-    return re.sub(r"^class TaskOutput\(BaseModel\):\n    (\w+: \w+)$", r"class TaskOutput(BaseModel): \1", src,
-                  flags=re.MULTILINE)
+    # ``$(?!\n )``: the field is the class's last line (one field), not the first of several
+    return re.sub(r"^class TaskOutput\(BaseModel\):\n    (\w+: \w+)$(?!\n )",
+                  r"class TaskOutput(BaseModel): \1", src, flags=re.MULTILINE)
 
 
 
@@ -945,6 +946,8 @@ def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | Non
                 return None  # no racer reached AutoGen: nothing to repeat
         else:
             calls = looped([src for kind, src in log if kind == "call"])
+        if any("<unknown" in c for c in calls):
+            return None  # a step with no script lines yet (a forged part): the older script
         if op.name not in ("query", "race") and not calls:
             return None  # the runner made no call (a no-op resume): nothing to repeat
         if op.name == "query":

@@ -200,6 +200,11 @@ def handle(case, ledger, message, barrier=None, roots=frozenset()) -> m.Reply:
     raise EngineError(f"unknown worker command {message!r}")
 
 
+# What ``Case.run`` may return (adapters/protocol.py): a gate pending, a finished run (or a
+# no-op on one), or a no-op on a state that neither asks nor is finished.
+RUN_OUTCOMES = ("interrupted", "completed", "ok")
+
+
 def _run_op(case, command: m.RunCommand, ledger, barrier, roots, ready=None) -> m.Reply:
     op = op_from_json(command.op)
     hooks = EngineHooks(op, seq=command.seq, branch=command.branch, ledger=ledger,
@@ -215,7 +220,7 @@ def _run_op(case, command: m.RunCommand, ledger, barrier, roots, ready=None) -> 
         hooks.race_ready()  # a racer refused before reading still releases the others (once)
         return _blamed(exc, roots, fired=hooks.fired)
     hooks.race_ready()  # the adapter never called it (a no-op resume): release the others
-    if outcome not in ("interrupted", "completed"):
+    if outcome not in RUN_OUTCOMES:
         return m.Reply(kind=m.HARNESS, error=f"Case.run returned {outcome!r}", fired=hooks.fired)
     return m.Reply(kind=m.OK, outcome=outcome, fired=hooks.fired)
 

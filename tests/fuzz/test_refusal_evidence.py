@@ -43,6 +43,10 @@ class _Faulty(ReferenceCase):
             {}["no-such-branch"]  # an adapter bug: its own LookupError
         if isinstance(op, Resume) and self.fault == "harness":
             raise HarnessError("lost track of the thread")
+        if isinstance(op, Resume) and self.fault in ("noop", "label"):
+            # An application that found nothing asking and made no call (``ok``, Case.run's
+            # no-op label), or one that returns a label the protocol does not have.
+            return "ok" if self.fault == "noop" else "done"
         if isinstance(op, Resume) and self.fault == "noisy":
             print("PRINTED-BY-FRAMEWORK")
             os.write(2, b"FD2-BY-FRAMEWORK\n")
@@ -73,13 +77,18 @@ def _runner(tmp_path, fault):
     return Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=120)).case(WF)
 
 
-def test_a_framework_exception_is_a_refusal_with_the_frameworks_words(tmp_path):
-    runner = _runner(tmp_path, "framework")
+def _resumed(tmp_path, fault):
+    """The observation of ``start(t0)`` then ``resume(t0, 'a')`` under ``fault``."""
+    runner = _runner(tmp_path, fault)
     try:
         runner.apply(Start("t0"))
-        obs = runner.apply(Resume("t0", value="a"))
+        return runner.apply(Resume("t0", value="a"))
     finally:
         runner.close()
+
+
+def test_a_framework_exception_is_a_refusal_with_the_frameworks_words(tmp_path):
+    obs = _resumed(tmp_path, "framework")
     assert obs.outcome == "rejected"
     # The framework's exception, not the adapter's RuntimeError wrapper around it.
     assert obs.error == "ValidationError: {'answer': 1} is not of type 'string'"
@@ -95,6 +104,18 @@ def test_the_references_own_refusal_is_recorded(tmp_path):
     finally:
         runner.close()
     assert obs.outcome == "rejected" and obs.error == "Refused: nothing is pending"
+
+
+def test_a_label_the_protocol_lacks_is_a_harness_failure(tmp_path):
+    with pytest.raises(HarnessFailure) as info:
+        _resumed(tmp_path, "label")
+    assert info.value.error == "Case.run returned 'done'" and info.value.op == "resume(t0)"
+
+
+def test_a_noop_labelled_ok_is_an_observation(tmp_path):
+    obs = _resumed(tmp_path, "noop")
+    assert (obs.outcome, obs.effects, obs.error) == ("ok", (), None)
+    assert obs.state.status == "interrupted"  # it changed nothing
 
 
 @pytest.mark.parametrize("fault, error", [

@@ -369,6 +369,24 @@ def test_a_loser_whose_write_reverts_the_winners_completed_run_is_state_mismatch
     assert (divergence.category, divergence.rule) == ("StateMismatch", "state-differs")
 
 
+def test_a_loser_that_read_the_winners_run_mid_way_may_report_ok():
+    # AutoGen's HITL loop: the loser loads the winner's state saved after the gate's answer,
+    # nothing asks and nothing is finished, so it makes no run call (``Case.run`` -> "ok").
+    assert judge_race("completed|ok", view(RACE_WF, (1, 2), {1: "a"})) is None
+
+
+def test_an_ok_loser_that_consumed_the_gate_again_is_still_lost_update():
+    # The label excuses nothing the loser did: the gate's effect twice is two consumes.
+    from refmodel import Race
+
+    model = Model(RACE_WF)
+    world, history = walk(model, [Start("t0")])
+    twice = RACE_EFFECTS + (("t0", 1, "a"),)
+    observed = Observation("completed|ok", twice, view(RACE_WF, (1, 2), {1: "a"}))
+    divergence = judge(model, world, Race("t0", values=("a", "a")), observed, history)
+    assert divergence is not None and divergence.category == "LostUpdate"
+
+
 def test_the_winners_label_is_still_compared():
     # Every racer reports the gate asked, yet the run completed: no racer reported the winner.
     assert judge_race("interrupted|interrupted", view(RACE_WF, (1, 2), {1: "a"})) is not None

@@ -141,6 +141,20 @@ def test_a_saved_state_that_does_not_parse_is_refused_not_a_tool_error(make_driv
     assert isinstance(error, Refused) and "not JSON" in str(error), repr(error)
 
 
+@pytest.mark.parametrize("name", ["graphflow-loop-hitl-sqlite", "swarm-handoff-hitl-json"])
+def test_a_resume_of_a_state_that_neither_asks_nor_ended_is_a_noop_ok(make_driver, name):
+    # The HITL loop answers only a state that asks, so it makes no run call: the no-op label
+    # ``ok`` (Case.run), never a HarnessError.  Here the state is a forgery of the done log
+    # (load_state takes it); a racer that loads the winner's run mid-way is the other way in.
+    d = make_driver(name)
+    d.run(Start("t0"))
+    d.run(Resume("t0", value="a"))
+    d.case.tamper("t0", "forged", "done")
+    assert d.case.query("t0").status == "incomplete"
+    outcome, rows, error = d.run(Resume("t0", value="a"))
+    assert (outcome, rows, error) == ("ok", [], None)
+
+
 @pytest.mark.parametrize("name", ["graphflow-loop-step-json", "swarm-handoff-hitl-sqlite"])
 def test_clone_store_is_byte_for_byte(make_driver, name, tmp_path):
     d = make_driver(name)

@@ -24,6 +24,9 @@ CRASHED_ON_RESUME = CORPUS / "graphflow-loopany-hitl-sqlite" / "StateMismatch-99
 DATA = Path(__file__).resolve().parent / "data"
 RACE = DATA / "LostUpdate-f908235065c8.json"
 FORGED = DATA / "InvalidPersist-d0909f1b757a.json"
+# start, resume, tamper(forged, part "done"), resume: the last resume loads the forgery and,
+# nothing asking, runs nothing (``ok``)
+FORGED_DONE_NOOP = DATA / "InvalidPersist-948e8588a64e.json"
 HARNESS = ('hooks', 'CrashInjected', 'ReproHooks')  # and fuzz.testing.HARNESS_WORDS
 
 
@@ -68,6 +71,20 @@ state["agent_states"]["GraphManager"]["message_thread"].append(output.dump())  #
 DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",
            (json.dumps(state), 'run-1'))
 """ in repro.script
+    check_standalone(repro.script, HARNESS)
+
+
+def test_repro_of_a_forged_part_and_a_noop_resume_is_checked(adapter):
+    """A forgery of the done log alone needs no change to the gate's request message: it is
+    written with ``rewrite`` as the plain forgery is (not an ``<unknown>`` line), and the
+    resume that runs nothing is its ``load_state`` alone; the script's ``TaskOutput`` keeps its
+    three fields, each on its own line."""
+    repro = reproduce(adapter, FORGED_DONE_NOOP)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert "<unknown" not in repro.script
+    assert "overwrite('run-1', rewrite(load('run-1'), [1], {1: 'a'}))" in repro.script
+    assert "class TaskOutput(BaseModel):\n    task: int\n" in repro.script
+    assert "return 'completed'  # load_state() took it" in repro.script
     check_standalone(repro.script, HARNESS)
 
 
