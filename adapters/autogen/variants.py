@@ -97,8 +97,22 @@ STALE_HANDLE = (
 )
 
 
+# Why corrupt bytes are n/a: AutoGen keeps no bytes.  save_state() returns a dict and
+# load_state() takes one; the JSON text is the application's (as pydantic-graph's in-memory
+# persistence keeps objects only).  Until this was declared, a corrupt row was refused by the
+# application's json.loads and recorded as rejected: a refusal AutoGen never made.
+NO_CORRUPT = (
+    "AutoGen keeps no bytes of its own: save_state() returns a dict and load_state() takes one, "
+    "and the JSON text in the store is the application's (json.dumps / json.loads in the docs' "
+    "persistence recipe); bytes that do not decode fail in the application's json.loads before "
+    "AutoGen is called, so no verdict on AutoGen can come from them; invalid and forged "
+    "content does reach load_state"
+)
+
+
 def capabilities(variant: Variant) -> Capabilities:
-    not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY}
+    not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY,
+                       "tamper:corrupt": NO_CORRUPT}
     operations = set(OPERATIONS)
     stale_handle = STALE_HANDLE
     if variant.options["store"] == "json":
@@ -107,6 +121,7 @@ def capabilities(variant: Variant) -> Capabilities:
         stale_handle = ""
     return Capabilities(
         operations=frozenset(operations),
+        tamper_hows=frozenset({"invalid", "forged"}),  # no bytes of AutoGen's to corrupt
         forced_race=True,  # racers call race_ready() after load_state, before anything is written
         max_racers=3,
         not_expressible=not_expressible,

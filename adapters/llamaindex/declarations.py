@@ -105,7 +105,9 @@ def capabilities(variant: Variant) -> Capabilities:
             intents={"resume": "indistinguishable", "fork": "indistinguishable"},
             tamper_scope="thread",  # the caller's rows of one thread; a fork copies its snapshot
             forge_parts=frozenset({"done", "answer"}),
-            not_expressible={"forged pending": NO_PENDING_RECORD["core"]},
+            tamper_hows=frozenset({"invalid", "forged"}),
+            not_expressible={"forged pending": NO_PENDING_RECORD["core"],
+                             "tamper:corrupt": NO_CORRUPT_CORE},
         )
     no_fork = {
         "server": "llama-agents-server has no API that restarts a handler from a journal prefix "
@@ -135,6 +137,18 @@ def capabilities(variant: Variant) -> Capabilities:
         tamper_scope="thread",
         op_timeout=SERVER_OP_TIMEOUT if variant.options.get("api") == "http" else None,
     )
+
+
+# Why corrupt bytes are n/a on core: they never reach LlamaIndex.  Until this was declared, every
+# resume or recover of a corrupted core row was a tool error (the application's JSONDecodeError),
+# about 1.8 % of core-wait-idle's examples: counted, never judged.
+NO_CORRUPT_CORE = (
+    "the stored snapshot is the application's own JSON text (the docs' json.dumps of "
+    "ctx.to_dict()): bytes that do not decode fail in the application's json.loads before "
+    "LlamaIndex is called, so no verdict on LlamaIndex can come from them (a refusal there "
+    "would be the adapter's, not the framework's); invalid and forged content does reach "
+    "Context.from_dict"
+)
 
 
 # Why a forgery of the pending-gate record alone is n/a: LlamaIndex stores no such record of its

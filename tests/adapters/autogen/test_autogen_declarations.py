@@ -53,6 +53,15 @@ def test_json_store_declares_fork_not_expressible(adapter):
             assert caps.operations == frozenset(OPERATIONS)
 
 
+def test_corrupt_bytes_are_na_autogen_keeps_none(adapter):
+    # save_state() returns a dict: the JSON text is the application's, so a corrupt tamper
+    # could only be refused by the application's json.loads, never by AutoGen.
+    for v in adapter.variants():
+        caps = adapter.capabilities(v)
+        assert caps.tamper_hows == {"invalid", "forged"}
+        assert "load_state" in caps.not_expressible["tamper:corrupt"]
+
+
 def test_deviations_cite_and_cover_only_hitl(adapter):
     for v in adapter.variants():
         devs = adapter.deviations(v)
