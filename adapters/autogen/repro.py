@@ -88,8 +88,8 @@ from adapters.toolkit.script import (
     effect_inlined,
     fired_inlined,
     header,
-    pins,
     looped,
+    pins,
     race_interleaving,
     sole_raising_crash,
     source_as,
@@ -97,6 +97,7 @@ from adapters.toolkit.script import (
     step_of,
     suppressed,
     thread_label,
+    unwritten,
     without_docstring,
     without_lines,
 )
@@ -946,7 +947,7 @@ def _reproduction(variant, workflow, evidence, unread_answer: bool) -> str | Non
                 return None  # no racer reached AutoGen: nothing to repeat
         else:
             calls = looped([src for kind, src in log if kind == "call"])
-        if any("<unknown" in c for c in calls):
+        if unwritten(calls):
             return None  # a step with no script lines yet (a forged part): the older script
         if op.name not in ("query", "race") and not calls:
             return None  # the runner made no call (a no-op resume): nothing to repeat

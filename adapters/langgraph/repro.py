@@ -71,6 +71,7 @@ from adapters.toolkit.script import (
     source_as,
     step_of,
     thread_label,
+    unwritten,
     without_docstring,
 )
 
@@ -436,7 +437,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     for i, op in enumerate(ops):
         calls = [awaited(src) for kind, src in evidence.calls[i] if kind == "call"]
         reads = [awaited(src) for kind, src in evidence.calls[i] if kind == "read"]
-        if any("<unknown" in c for c in calls + reads):
+        if unwritten(calls + reads):
             return None  # a checkpoint the script cannot name
         if op.name not in ("query", "race") and not calls:
             return None  # the adapter failed before any framework call: nothing to repeat

@@ -73,6 +73,7 @@ from adapters.toolkit.script import (
     store_class,
     store_parts,
     thread_label,
+    unwritten,
     without_docstring,
     without_lines,
 )
@@ -630,7 +631,7 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         if custom:
             calls = _store_calls(calls, recipe, per_run=per_run)
         calls = _live(calls) if op.name != "query" and calls is not None else calls
-        if calls is None or any("<unknown" in c for c in calls):
+        if calls is None or unwritten(calls):
             return None
         note = (" (here: one racer after the other, the second shown the same interrupt as "
                 "the first)" if op.name == "race" else "")

@@ -672,6 +672,13 @@ def race_interleaving(log, *, rename: str, read: str) -> list | None:
     return reads + rest
 
 
+def unwritten(lines) -> bool:
+    """Does any of ``lines`` (a step's recorded calls) say ``<unknown: ...>``?  A case records
+    that for a call it cannot write as a script yet; the checked script then falls back to the
+    adapter's older one, since such a line would not even parse."""
+    return any("<unknown" in line for line in lines)
+
+
 def line_count(source: str) -> int:
     return len(source.splitlines())
 

@@ -63,11 +63,13 @@ def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
     # docs/frameworks/llamaindex.md) and the resume waits out the variant's 120 s limit (121 s
     # in every CI run).  This test is about the script of what LlamaIndex gets right, so the
     # recording runs with the collector off; the script runs in fresh interpreters, with it on.
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         repro = reproduce(adapter, trace)
     finally:
-        gc.enable()
+        if was_enabled:
+            gc.enable()
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
     assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
