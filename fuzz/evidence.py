@@ -147,6 +147,37 @@ def merge_exercised(old: dict | None, new: dict | None) -> dict:
     return {p: dict(sorted(v.items())) for p, v in sorted(out.items())}
 
 
+def expressible(what: str, caps: dict) -> bool:
+    """Can a variant with these capabilities (the evidence's ``capabilities`` map) still exercise
+    a counted key?  No for a tamper ``how``, a crash kind, ``bad_output`` or an operation the
+    variant no longer declares: counts of it are of an operation the project has since judged
+    not to reach the framework (``corrupt`` on a store whose bytes are the application's own,
+    2026-12-04), and a ✓ must not stand on them."""
+    missing = set(caps.get("missing", ()))
+    if what.startswith("tamper:"):
+        return "tamper" not in missing and what[7:].split("/", 1)[0] in caps.get("tamper_hows", ())
+    if what == "bad_output":
+        return bool(caps.get("bad_output"))
+    if "/" in what:  # <kind>/<phase>, EO and LV
+        return what.split("/", 1)[0] in caps.get("crash_kinds", ())
+    if what.startswith("race of "):
+        return "race" not in missing
+    if what == "stale-handle resume":
+        return "stale_resume" not in missing
+    return what not in missing  # PC's operation names, RD's twin_recover; the rest always
+
+
+def withdraw(counts: dict, caps: dict) -> tuple[dict, dict]:
+    """``counts`` (``{prop: {what: n}}``) split into what ``caps`` still expresses and what it
+    does not (``expressible``), both sorted as ``merge_exercised`` sorts."""
+    kept, gone = {prop: {} for prop in counts}, {}
+    for prop, whats in counts.items():
+        for what, n in whats.items():
+            side = kept if expressible(what, caps) else gone
+            side.setdefault(prop, {})[what] = n
+    return merge_exercised(None, kept), merge_exercised(None, gone)
+
+
 def exercised_total(doc: dict, prop: str) -> int | None:
     """How many operations that could break ``prop`` the evidence counts; None: not counted."""
     counts = doc.get("exercised")
@@ -168,6 +199,23 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
     path = path_for(adapter.name, variant.name, root)
     old = load(path) if path.exists() else {}
     caps = adapter.capabilities(variant)
+    capabilities = {
+        "operations": sorted(op for op in OPERATIONS if caps.expresses(op)),
+        "missing": sorted(op for op in OPERATIONS if not caps.expresses(op)),
+        "crash_kinds": sorted(caps.crash_kinds),
+        "tamper_hows": sorted(caps.tamper_hows),
+        "bad_output": caps.bad_output,
+        "forced_race": caps.forced_race,
+        "not_expressible": dict(caps.not_expressible),
+        "stale_handle": caps.stale_handle,
+        "intents": dict(caps.intents),
+    }
+    # Totals of what the variant no longer declares (a capability withdrawn since they were
+    # counted) leave ``exercised`` for ``withdrawn``: kept, so the file says what was dropped
+    # and why a count fell, but never behind a ✓.
+    exercised, withdrawn = withdraw(
+        merge_exercised(old.get("exercised"), _exercised(result)), capabilities)
+    withdrawn = merge_exercised(old.get("withdrawn"), withdrawn)
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -184,19 +232,10 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "total_operations": old.get("total_operations", 0) + result.operations,
         # Counted only since version 2: totals of version 1 campaigns are not known, so a file
         # upgraded from version 1 counts from its first version 2 campaign on.
-        "exercised": merge_exercised(old.get("exercised"), _exercised(result)),
+        "exercised": exercised,
+        **({"withdrawn": withdrawn} if withdrawn else {}),
         "campaigns": old.get("campaigns", 0) + 1,
-        "capabilities": {
-            "operations": sorted(op for op in OPERATIONS if caps.expresses(op)),
-            "missing": sorted(op for op in OPERATIONS if not caps.expresses(op)),
-            "crash_kinds": sorted(caps.crash_kinds),
-            "tamper_hows": sorted(caps.tamper_hows),
-            "bad_output": caps.bad_output,
-            "forced_race": caps.forced_race,
-            "not_expressible": dict(caps.not_expressible),
-            "stale_handle": caps.stale_handle,
-            "intents": dict(caps.intents),
-        },
+        "capabilities": capabilities,
         "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
                        for d in adapter.deviations(variant)],
         "versions": {**tool_versions(), **dict(adapter.versions())},

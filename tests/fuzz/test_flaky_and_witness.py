@@ -353,6 +353,46 @@ def test_evidence_merges_counts_over_campaigns(tmp_path):
         evidence.load(bad)
 
 
+def test_counts_of_a_withdrawn_capability_leave_the_totals(tmp_path):
+    # A campaign counted tamper:corrupt and a sigkill crash; the variant has since declared
+    # both n/a (as AutoGen's corrupt became on 2026-12-04).  The next record moves those totals
+    # to `withdrawn`, where no cell reads them, and keeps the rest.
+    import dataclasses
+
+    reference = prepare(resolve("reference"))
+    (variant,) = reference.variants()
+    full = VariantResult(variant.name, examples=1, operations=4)
+    for op in (Start("t0"), Tamper("t0", how="corrupt"), Recover("t0"), Tamper("t0", how="invalid"),
+               Recover("t0")):
+        full.exercised.op(op=op)
+    full.exercised.op(op=Start("t1", crash=CrashAt(1, "before_effect", "sigkill")))
+    full.exercised.op(op=Recover("t1"))
+    evidence.record(reference, variant, full, tmp_path)
+    doc = evidence.load(evidence.path_for("reference", variant.name, tmp_path))
+    assert doc["exercised"]["CV"] == {"tamper:corrupt": 1, "tamper:invalid": 1}
+    assert doc["exercised"]["EO"] == {"sigkill/before_effect": 1} and "withdrawn" not in doc
+
+    class Narrowed:  # the same adapter, declaring less
+        def __getattr__(self, name):
+            return getattr(reference, name)
+
+        def capabilities(self, v):
+            return dataclasses.replace(reference.capabilities(v), tamper_hows=frozenset({"invalid"}),
+                                       crash_kinds=frozenset({"exception"}))
+
+    later = VariantResult(variant.name, examples=1, operations=2)
+    for op in (Tamper("t0", how="invalid"), Recover("t0")):
+        later.exercised.op(op=op)
+    evidence.record(Narrowed(), variant, later, tmp_path)
+    doc = evidence.load(evidence.path_for("reference", variant.name, tmp_path))
+    assert doc["exercised"]["CV"] == {"tamper:invalid": 2}
+    assert doc["exercised"]["EO"] == {} and doc["exercised"]["LV"] == {}
+    assert doc["withdrawn"] == {"CV": {"tamper:corrupt": 1}, "EO": {"sigkill/before_effect": 1},
+                                "LV": {"sigkill/before_effect": 1}}
+    assert doc["exercised"]["PC"]["recover"] == 4  # what still is expressible stays counted
+    assert evidence.exercised_total(doc, "CV") == 2
+
+
 def test_links_are_made_relative_to_the_page_unclassified_too(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_evidence(tmp_path / "results")
