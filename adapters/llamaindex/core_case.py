@@ -93,7 +93,7 @@ class CoreCase(Case):
             row = self._gate_row(op.thread, op.gate)
             body = next(b for i, _, b in self.store.rows(op.thread) if i == row)
             return await self._send_answer(op.thread, json.loads(body), op.gate, op.value, hooks,
-                                           f"snapshot_of({thread_label(op.thread)!r}, {row})")
+                                           f"snapshot({row})")
         raise HarnessError(f"CoreCase.run does not take {op.name}")
 
     async def _answer(self, thread: str, value: str, hooks, gate: int | None = None) -> str:

@@ -27,7 +27,8 @@ nothing where no ``outcome`` reads it.
 A race becomes straight lines: every racer restores the snapshot, then each answers and runs in
 turn: the interleaving in which all read before any writes (a forced race holds them there).
 Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
-recover / fork / race / query, exception crash points and out-of-schema outputs.  Not: SIGKILL,
+recover / fork / race / query / stale_resume (the snapshot stored when the gate asked, restored
+by its index: ``snapshot(k)``, as a fork's), exception crash points and out-of-schema outputs.  Not: SIGKILL,
 tampering, twin recovery; for those the adapter falls back to the older unchecked script
 (``repro_legacy.py``).  The server and DBOS variants' scripts are ``repro_served.py``'s, from the
 same workflow definition.
@@ -64,7 +65,7 @@ from adapters.toolkit.script import (
 # variant: the per-event save in it or not).
 BAD_OUTPUT, EVERY_STEP = None, False
 PINNED = ("llama-index-workflows",)
-SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race"}
+SUPPORTED_OPS = {"start", "resume", "recover", "fork", "query", "race", "stale_resume"}
 
 
 # -- what the script contains --------------------------------------------------------------------

@@ -16,6 +16,7 @@ BAD_OUTPUT = CORPUS / "core-event-idle" / "InvalidPersist-fb660b0688d5.json"
 # (this one races after three forks).
 RACE = Path(__file__).resolve().parent / "data" / "LostUpdate-d58cac3f2ad9.json"
 CRASH = CORPUS / "core-wait-idle" / "StateMismatch-a6a32f1dd824.json"
+STALE = CORPUS / "core-wait-idle" / "DoubleConsume-d44f616effe9.json"
 HARNESS = ('hooks', 'CrashInjected', '_resumefuzz', 'RunSlot')  # and fuzz.testing.HARNESS_WORDS
 
 
@@ -44,6 +45,17 @@ def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
     assert script.index("restored_2 = Context.from_dict(wf, load('run-1'))") < script.index(
         "handler = wf.run(ctx=restored_1)")
     check_standalone(script, HARNESS)
+
+
+def test_repro_of_a_stale_resume_restores_the_snapshot_of_the_question(adapter):
+    """``start; resume a; stale_resume a``: the caller restores the ``ctx.to_dict()`` it stored
+    when the gate asked (the first snapshot, answered since) and answers again; the step runs
+    again.  The script says so with the snapshot's index, the one ``save`` kept."""
+    repro = reproduce(adapter, load_trace(STALE), runs=2)
+    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert "restored = Context.from_dict(wf, SNAPSHOTS[0][2])" in repro.script
+    assert repro.lines <= 70, repro.script
+    check_standalone(repro.script, HARNESS)
 
 
 def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
