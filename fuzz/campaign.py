@@ -20,6 +20,7 @@ written, and a finding is shown only once written: a finding once shown is never
 from __future__ import annotations
 
 import hashlib
+import re
 import signal
 import time
 from dataclasses import dataclass, field, replace
@@ -408,6 +409,19 @@ def _spill(trace, exc: OSError, result) -> None:
 
 def _noted(trace, note: str):
     return trace.with_(finding=replace(trace.finding, detail=f"{note}: {trace.finding.detail}"))
+
+
+CUT_SHORT = re.compile(r"shrink cut short \([^)]*\): the best trace so far: ")
+
+
+def without_cut_short(trace):
+    """``trace`` without the "shrink cut short" note ``_keep`` wrote, or None when it has none:
+    for ``resumefuzz minimize``, once the trace-level passes reached their fixpoint on it (the
+    note warned that the shrink stopped early; that is no longer what the entry is)."""
+    match = CUT_SHORT.match(trace.finding.detail)
+    if match is None:
+        return None
+    return trace.with_(finding=replace(trace.finding, detail=trace.finding.detail[match.end():]))
 
 
 def _rate(adapter, trace, options):

@@ -529,10 +529,11 @@ def _minimize(args) -> int:
     from pathlib import Path
 
     from . import corpus, report, reprocheck
+    from .campaign import without_cut_short
     from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
     from .runner import Session, Settings
     from .targets import prepare_store, resolve_registered, select_variants, use_store
-    from .trace import load_trace
+    from .trace import dump_trace, load_trace
 
     _positive("--max-time", args.max_time)
     _positive("--op-timeout", args.op_timeout)
@@ -591,6 +592,13 @@ def _minimize(args) -> int:
             new = new.with_(finding=dataclasses.replace(
                 new.finding, reproduced={"k": rate.k, "n": rate.n}))
         written = str(path)
+        if new is trace and result.stopped == "fixpoint" and (
+                unnoted := without_cut_short(trace)) is not None:
+            # The campaign's shrink was cut short, and the passes found nothing shorter: the
+            # entry is as short as they make it, and stops saying otherwise (same fingerprint).
+            dump_trace(unnoted, Path(path))
+            reprocheck.refresh(adapter, session.variant, unnoted, Path(path), Path(args.reports),
+                               runs=args.verify, op_timeout=args.op_timeout)
         if new is not trace:
             written_path = corpus.entry_path(new, Path(args.corpus))
             if not written_path.exists():  # an entry that is there already is kept as it was

@@ -278,6 +278,37 @@ def test_minimize_command_replaces_an_entry_with_a_shorter_one(tmp_path, capsys)
     assert list((tmp_path / "reports").rglob("DoubleConsume-*.md"))
 
 
+@pytest.mark.slow
+def test_minimize_command_drops_the_cut_short_note_at_its_fixpoint(tmp_path, capsys):
+    # A campaign whose shrink ran out of time wrote "shrink cut short (...): the best trace so
+    # far: " before the detail.  Once the passes reach their fixpoint on such an entry and find
+    # nothing shorter, the note is gone: same file, same fingerprint, report rewritten.
+    from dataclasses import replace
+
+    from fuzz.cli import main
+    from fuzz.corpus import fingerprint
+    from fuzz.trace import dump_trace, load_trace
+
+    trace = failing("DoubleConsume", [Start("t0"), Start("t1"), Resume("t1", value="b"),
+                                      Resume("t1", value="b")])
+    shortest = minimize(trace, model_judge("DoubleConsume")).trace
+    noted = shortest.with_(target="mutant:DoubleConsume", variant="default", status="FAILED")
+    noted = noted.with_(fingerprint=fingerprint("DoubleConsume", noted))
+    detail = noted.finding.detail
+    noted = noted.with_(finding=replace(
+        noted.finding, detail=f"shrink cut short (time limit): the best trace so far: {detail}"))
+    entry = tmp_path / "corpus" / "mutant_DoubleConsume" / "default" / "entry.json"
+    dump_trace(noted, entry)
+    assert main(["minimize", str(entry), "--corpus", str(tmp_path / "corpus"), "--verify", "0",
+                 "--reports", str(tmp_path / "reports"), "--replace", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["written"] == str(entry) and row["stopped"] == "fixpoint"
+    again = load_trace(entry)
+    assert again.finding.detail == detail and again.fingerprint == noted.fingerprint
+    (written,) = (tmp_path / "reports").rglob("*.md")
+    assert "shrink cut short" not in written.read_text()
+
+
 def test_a_workflow_of_another_shape_can_take_fewer_operations():
     # With gates 1 and 2, PrefixReplay's mutant needs a resume and then a race (the resume
     # re-runs nothing, a second resume would re-consume gate 1: DoubleConsume); with a task
