@@ -217,3 +217,61 @@ def test_a_sigkill_crash_point_kills_the_worker_itself_once_the_parent_is_told()
         if worker.is_alive():
             worker.kill()
             worker.join()
+
+
+class _Watching(ReferenceAdapter):
+    """The reference, its case's ``open`` noting which workers that opened this store before
+    are still a process (alive or not yet reaped) at that moment."""
+
+    def open(self, variant, workflow, workdir):
+        from pathlib import Path
+
+        log = Path(workdir).parent / "opens.txt"
+        earlier = [int(p) for p in log.read_text().split()] if log.exists() else []
+        there = [p for p in earlier if Path(f"/proc/{p}").exists()]
+        (Path(workdir).parent / f"there-{os.getpid()}.txt").write_text(repr(there))
+        with log.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return super().open(variant, workflow, workdir)
+
+
+def test_after_a_sigkill_the_next_worker_gets_the_case_early_and_the_store_late(tmp_path,
+                                                                                 monkeypatch):
+    # The next worker (the session's spare) is given the case at the barrier, before the wait
+    # for the killed worker's death, so it sets up while that one dies; it opens the store only
+    # on its first command, once the killed worker is gone (reaped: no /proc entry left).
+    import fuzz.runner as runner_module
+
+    adapter = _Watching()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(keep_cases=True))
+    r = session.case(WF)
+    early = []
+    kill = runner_module._Worker.kill
+
+    def noting(worker):
+        early.append(worker is killed and r.successor is not None and r.successor.alive())
+        kill(worker)
+
+    monkeypatch.setattr(runner_module._Worker, "kill", noting)
+    try:
+        killed = r._worker()
+        assert r.apply(Start("t0", crash=CrashAt(1, "before_effect", "sigkill"))).outcome == "crashed"
+        assert early[0], "the next worker had no case when the killed one was waited for"
+        assert r.worker is not killed and r.successor is None and r.worker.alive()
+        assert (r.casedir / f"there-{r.worker.pid}.txt").read_text() == "[]"
+        assert r.apply(Recover("t0")).outcome == "interrupted"
+    finally:
+        r.close()
+        session.close()
+
+
+def test_a_next_worker_never_used_is_stopped_with_the_case(tmp_path):
+    adapter = ReferenceAdapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(keep_cases=True))
+    r = session.case(WF)
+    r._successor()  # as at a barrier, then an error before any command reached it
+    successor = r.successor
+    assert successor is not None and successor.alive()
+    r.close()
+    session.close()
+    assert not successor.alive() and r.successor is None
