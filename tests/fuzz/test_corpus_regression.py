@@ -206,6 +206,17 @@ def test_entries_not_replayed_here_are_valid_and_counted():
                       "tox -e adapter-<framework> replays them", stacklevel=1)
 
 
+def test_the_committed_corpus_keeps_one_witness_per_defect():
+    # What `resumefuzz dedupe` (and the nightly) would remove: an entry of a defect another
+    # entry shows the same way, shorter.  A campaign run by hand adds such entries; committing
+    # them without `resumefuzz dedupe --apply` fails here (2026-12-05: eight had been).
+    from fuzz.corpus import duplicates
+
+    pairs = duplicates(entries(None, ROOT / "corpus"))
+    assert not pairs, "redundant corpus entries (run resumefuzz dedupe --apply): " + "; ".join(
+        f"{r.relative_to(ROOT)} (kept {k.relative_to(ROOT)})" for r, k in pairs)
+
+
 # No entry for this environment means no test here (not a skipped one: an adapter environment
 # turns skips into failures, and a framework with nothing in the corpus has nothing to replay).
 if SELECTED:
