@@ -390,10 +390,8 @@ class CaseRunner:
             return make(workdir)
         if self.worker is None or not self.worker.alive():
             successor, self.successor = self.successor, None
-            if successor is not None and not successor.alive():
-                successor.kill()  # it died before its first command: released, and replaced
-                successor = None
-            self.worker = successor if successor is not None else make(self.workdir)
+            self.worker = successor if successor is not None and successor.alive() \
+                else make(self.workdir)
         return self.worker
 
     def _successor(self) -> None:
