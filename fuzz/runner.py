@@ -203,12 +203,11 @@ class _Worker:
         self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
                               ledger_path=str(ledger_path)))
 
-    def call(self, message, timeout: float, meanwhile=None, dying=None):
+    def call(self, message, timeout: float, meanwhile=None):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
         ``("killed", None)`` when the worker hit a sigkill barrier (and was killed here),
         ``("died", None)`` or ``("timeout", None)``.  ``meanwhile``: called once the command is
-        sent, before the wait (which it does not shorten); ``dying``: called at a sigkill
-        barrier, before the wait for the worker's death."""
+        sent, before the wait (which it does not shorten)."""
         while self.owed:  # a follow-up the runner did not read (it raised first): drop it
             status, _ = self.owed_reply(timeout)
             if status != "reply":
@@ -219,7 +218,7 @@ class _Worker:
             return ("died", None)
         if meanwhile is not None:
             meanwhile()
-        status, reply = self.wait(timeout, dying)
+        status, reply = self.wait(timeout)
         if status == "reply" and m.follows(message, reply):
             self.owed += 1
         return status, reply
@@ -229,7 +228,7 @@ class _Worker:
         self.owed -= 1
         return self.wait(timeout)
 
-    def wait(self, timeout: float, dying=None):
+    def wait(self, timeout: float):
         deadline = time.monotonic() + timeout
         sentinel = self.process.sentinel
         while True:
@@ -248,8 +247,6 @@ class _Worker:
                     self.kill()
                     return ("died", None)
                 if message == m.Barrier(m.SIGKILL):  # a crash point: the worker has killed itself
-                    if dying is not None:
-                        dying()
                     self.kill()
                     return ("killed", None)
                 return ("reply", message)
@@ -329,7 +326,7 @@ class _LocalWorker:
     def owed(self) -> int:
         return len(self._follow)
 
-    def call(self, message, timeout: float, meanwhile=None, dying=None):
+    def call(self, message, timeout: float, meanwhile=None):
         if isinstance(message, m.Close):
             self.stop(0)
             return ("died", None)
@@ -370,9 +367,6 @@ class CaseRunner:
         self.ledger = MemoryLedger() if inprocess else Ledger(self.ledger_path)
         self.seq = 0
         self.worker: _Worker | None = None
-        # The worker that takes over after a SIGKILL, given the case while the killed one dies
-        # (``_successor``); ``_worker`` makes it the case's worker.
-        self.successor: _Worker | None = None
         self.log: list[str] = []  # what happened beyond the observation (errors, kills)
 
     @property
@@ -389,23 +383,8 @@ class CaseRunner:
         if workdir is not None:
             return make(workdir)
         if self.worker is None or not self.worker.alive():
-            successor, self.successor = self.successor, None
-            self.worker = successor if successor is not None and successor.alive() \
-                else make(self.workdir)
+            self.worker = make(self.workdir)
         return self.worker
-
-    def _successor(self) -> None:
-        """At a SIGKILL barrier of the case's worker, before the wait for its death: give the
-        next worker (the session's spare) this case now, so that it sets up its output file and
-        its ledger connection while the parent waits.  It opens the store only on its first
-        command, which is sent once the killed worker is dead and reaped: it never reads the
-        store the killed worker may still hold."""
-        if self.successor is None and self.session.settings.mode != "inprocess":
-            try:
-                self.successor = self.session.worker(self.workflow, self.workdir,
-                                                     self.ledger_path)
-            except OSError:  # no head start: the next command forks one, and fails there
-                pass
 
     # -- the operations -----------------------------------------------------------------------
 
@@ -457,10 +436,8 @@ class CaseRunner:
         # While the op runs, the session's spare is forked (unless it has one): it reads the
         # state and recovers if a SIGKILL ends this op (opening the store only on its first
         # command, sent once the killed worker is dead), or serves the next case.
-        mine = worker is self.worker
-        status, reply = worker.call(command, self.timeout,
-                                    self.session.fork_spare if mine else None,
-                                    self._successor if mine else None)
+        meanwhile = self.session.fork_spare if worker is self.worker else None
+        status, reply = worker.call(command, self.timeout, meanwhile)
         return self._outcome(worker, status, reply, op, seq, branch)
 
     def _outcome(self, worker, status, reply: m.Reply | None, op: Op, seq: int, branch: str,
@@ -646,9 +623,6 @@ class CaseRunner:
         self.ledger.close()  # nothing reads it any more; closed before the directory goes
         remove = None if self.session.settings.keep_cases else self.casedir
         closed = False
-        if self.successor is not None:  # given the case, never a command (an error came first)
-            self.successor.stop(self.session.grace())
-            self.successor = None
         if self.worker is not None:
             # While it closes, the next case's worker is forked (unless the session has one).
             closed = self.worker.stop(self.session.grace(), cleanup=self._needs_cleanup(),

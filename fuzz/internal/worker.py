@@ -42,10 +42,9 @@ def serve(conn, adapter, variant, fresh=False):
 
     A worker may be forked ahead of its case (a spare, ``Session.fork_spare``): it waits for
     ``Open`` with nothing of any case set up.  It opens the case on the first command after
-    ``Open``, never before: a spare that takes over from a worker killed at a sigkill crash
-    point is given ``Open`` while that worker is still dying (``CaseRunner._successor``: its
-    output file and ledger connection are set up meanwhile), gets its first command only once
-    that worker is dead, and must not have read the store before.
+    ``Open``, never before: a spare taken after another worker of the same store was killed at
+    a sigkill crash point gets its first command only once that worker is dead, and must not
+    have read the store before.
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
