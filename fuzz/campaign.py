@@ -339,7 +339,7 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
                                       dict(adapter.versions()))
     note, stop = "", None
     if getattr(failure, "cut_short", None):
-        note = f"shrink cut short ({failure.cut_short}): the best trace so far"
+        note = CUT_SHORT_NOTE.format(failure.cut_short)
     shrunk = len(trace.operations)  # Hypothesis's shrink
     timing = getattr(failure, "timing", False)
     try:
@@ -411,7 +411,10 @@ def _noted(trace, note: str):
     return trace.with_(finding=replace(trace.finding, detail=f"{note}: {trace.finding.detail}"))
 
 
-CUT_SHORT = re.compile(r"shrink cut short \([^)]*\): the best trace so far: ")
+# The note ``_keep`` puts before a finding's detail when the shrink ran out of time, and the
+# pattern that finds it again there (``_noted`` adds the ": ").
+CUT_SHORT_NOTE = "shrink cut short ({}): the best trace so far"
+CUT_SHORT = re.compile(re.escape(CUT_SHORT_NOTE).replace(r"\{\}", r"[^)]*") + ": ")
 
 
 def without_cut_short(trace):
