@@ -461,12 +461,17 @@ def _relabel(path, trials, result) -> None:
         return
     root = Path(path).parents[2]  # corpus/<target>/<variant>/<entry>.json
     written = entry_path(new, root)
-    dump_trace(new, written)
+    # The same witness may be in the corpus already (the cut trace is an entry of its own): it
+    # is kept as it is, with its checked script and its date, and only the old entry goes.
+    there = written.exists() and written.resolve() != Path(path).resolve()
+    if not there:
+        dump_trace(new, written)
     if written.resolve() != Path(path).resolve():
         Path(path).unlink()
         if old.finding is not None:
             report.report_path(old).unlink(missing_ok=True)
-    result.detail += f" => relabelled {new.finding.category}: {written}"
+    result.detail += (f" => relabelled {new.finding.category}: {written}"
+                      + (" (already in the corpus, kept as it was)" if there else ""))
 
 
 def _print_replays(args, results) -> None:

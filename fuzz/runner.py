@@ -28,9 +28,12 @@ deadline cuts short raises ``OutOfTime``, never ``stuck``, since it did not get 
 
 from __future__ import annotations
 
+import gc
 import os
+import re
 import shutil
 import signal
+import sysconfig
 import threading
 import time
 import weakref
@@ -48,7 +51,7 @@ from .internal import lifetime
 from .internal import messages as m
 from .internal.blame import roots_of
 from .internal.ledger import Ledger, MemoryLedger
-from .internal.worker import OUTPUT_LIMIT
+from .internal.worker import OUTPUT_LIMIT, STACK_SIGNAL
 from .internal.worker import TWIN as _TWIN
 from .internal.worker import cleanup as _cleanup
 from .internal.worker import handle as _handle
@@ -195,6 +198,9 @@ class _Worker:
         self.pid = self.process.pid
         self.exitcode = None  # set once killed or closed: the process is released then
         self.owed = 0  # replies the worker sends unasked (``messages.follows``), not read yet
+        self.output: Path | None = None  # the worker's output file, once it has its case
+        self.stack = ""  # every thread's stack, dumped when it passed its time limit
+        self._out_of_time = session.out_of_time  # the campaign's deadline, not the op's limit
         if workflow is not None:
             self.adopt(workflow, workdir, ledger_path)
 
@@ -202,6 +208,7 @@ class _Worker:
         """Give the worker its case (``OSError``: it is gone)."""
         self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
                               ledger_path=str(ledger_path)))
+        self.output = _output_path(ledger_path, self.pid)
 
     def call(self, message, timeout: float, meanwhile=None):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
@@ -234,6 +241,8 @@ class _Worker:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if not self._out_of_time():  # an op cut short by the deadline is no hang
+                    self.stack = self.dump_stack()
                 self.kill()
                 return ("timeout", None)
             lifetime.checkpoint()  # SIGINT/SIGTERM: stop here, the caller's cleanup kills us
@@ -256,6 +265,34 @@ class _Worker:
 
     def alive(self) -> bool:
         return self.exitcode is None and self.process.is_alive()
+
+    def dump_stack(self, limit: float = 2.0) -> str:
+        """Every thread's Python stack, asked of a live worker with ``STACK_SIGNAL`` (its
+        faulthandler writes it into the worker's output file) and read back; ``""`` when it
+        cannot be had within ``limit`` seconds (a worker that is gone, or stuck where no signal
+        handler runs).  Called on a worker that passed its time limit, before it is killed."""
+        if self.output is None or not self.alive():
+            return ""
+        try:
+            start = self.output.stat().st_size
+            os.kill(self.pid, STACK_SIGNAL)
+        except OSError:
+            return ""
+        # The handler writes the whole dump at once, from C; the file stops growing when it is
+        # done.  A bounded poll (this is a diagnosis of a hang, not a crash point's barrier).
+        deadline, size, still = time.monotonic() + limit, start, 0
+        while time.monotonic() < deadline and still < 3:
+            time.sleep(0.01)
+            try:
+                now = self.output.stat().st_size
+            except OSError:
+                return ""
+            still, size = (still + 1, size) if now == size and now > start else (0, now)
+        if size <= start:
+            return ""
+        with open(self.output, "rb") as f:
+            f.seek(start)
+            return f.read(min(size - start, 64 * OUTPUT_LIMIT)).decode("utf-8", "replace")
 
     def kill(self) -> None:
         if self.exitcode is not None:
@@ -451,8 +488,12 @@ class CaseRunner:
             raise OutOfTime()  # the deadline cut the op short: no verdict on it
         if status == "timeout":
             limit = self.session.op_limit()
-            self.log.append(f"op {seq} ({op.name}) did not answer within {limit}s")
-            return m.RacerOutcome(racer, "stuck", f"no answer within {limit}s")
+            stack = getattr(worker, "stack", "")
+            self.log.append(f"op {seq} ({op.name}) did not answer within {limit}s"
+                            + (f"; the worker's threads then:\n{stack}" if stack else ""))
+            where = waiting_in(stack)
+            return m.RacerOutcome(racer, "stuck", f"no answer within {limit}s"
+                                  + (f", waiting in {where}" if where else ""))
         if status == "died":
             self.log.append(f"op {seq} ({op.name}): the worker died without reaching a barrier"
                             + self._last_words(worker))
@@ -633,6 +674,38 @@ class CaseRunner:
                 shutil.rmtree(remove, ignore_errors=True)
 
 
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+_STDLIB = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+
+
+def waiting_in(stack: str) -> str:
+    """Where a stuck worker's main thread waited, from a faulthandler dump (``dump_stack``):
+    its innermost frame and, when that is the standard library's, the innermost frame outside
+    it (the code that called into the wait).  ``""`` when the dump has no such frame."""
+    lines = stack.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), None)
+    if start is None:
+        return ""
+    frames = []
+    for line in lines[start + 1:]:
+        found = _FRAME.match(line)
+        if found is None:
+            break
+        frames.append(found)
+    if not frames:
+        return ""
+
+    def said(f) -> str:
+        return f"{f['func']} ({Path(f['file']).name}:{f['line']})"
+
+    inner = frames[0]
+    caller = next((f for f in frames if not f["file"].startswith(_STDLIB)
+                   and "site-packages/multiprocess" not in f["file"]), None)
+    if caller is None or caller is inner:
+        return said(inner)
+    return f"{said(inner)}, called from {said(caller)}"
+
+
 def _branch(op: Op) -> str:
     return op.new_thread if isinstance(op, Fork) else op.thread
 
@@ -654,7 +727,18 @@ def _start(ctx, target, *args):
     forked = ctx is _ctx
     read = lifetime.lifeline()[0] if forked else None  # a spawned child inherits no pipe
     process = ctx.Process(target=_child, args=(os.getpid(), read, target, *args), daemon=True)
-    process.start()
+    if forked:
+        # Everything the parent holds goes to the collector's permanent generation for the
+        # fork: the child's collections then never walk it, so they write none of its pages
+        # (each write a copy-on-write fault: the framework's modules, Hypothesis's data).  The
+        # parent takes it back at once, so nothing of its own stays uncollectable.
+        gc.freeze()
+        try:
+            process.start()
+        finally:
+            gc.unfreeze()
+    else:
+        process.start()
     return process
 
 

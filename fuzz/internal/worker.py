@@ -18,6 +18,7 @@ threads too), and a campaign's terminal must not drown in it.  Each reply carrie
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import os
 import shutil
@@ -35,6 +36,7 @@ from .ledger import Ledger
 
 TWIN = "~twin"  # the branch label suffix of a twin copy's effects
 OUTPUT_LIMIT = 4096  # bytes of a command's output kept for the runner's log
+STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's Python stack into the worker's output file
 
 
 def serve(conn, adapter, variant, fresh=False):
@@ -58,6 +60,13 @@ def serve(conn, adapter, variant, fresh=False):
 def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> None:
     workflow, workdir, ledger_path = given.workflow, Path(given.workdir), given.ledger_path
     output = Output(output_path(ledger_path, os.getpid()))
+    if output.file is not None:
+        # An op that passes its time limit is killed as ``stuck``; first the runner asks for
+        # every thread's stack with this signal (``_Worker.dump_stack``), so that the verdict
+        # says where the worker waited: in the framework, or in the harness, which a reader
+        # must then not take for the framework's hang.  faulthandler writes from its own
+        # signal handler, whatever the Python code is doing.
+        faulthandler.register(STACK_SIGNAL, file=output.file, all_threads=True)
     if fresh:
         from ..targets import prepare
 

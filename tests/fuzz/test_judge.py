@@ -136,3 +136,30 @@ def test_relabel_rewrites_a_changed_entry_under_the_category_found_now():
     assert len(new.operations) == len(new.observations) == len(new.expected) == 3
     assert relabelled(old, [changed]).finding.reproduced is None
     assert "judged" not in changed.to_json()
+
+
+def test_relabel_keeps_the_witness_the_corpus_already_has(tmp_path):
+    # AutoGen swarm-handoff-hitl-sqlite, 2026-12-05: the relabelled entry, cut at its new
+    # divergence, was the corpus's StateMismatch-f05868e005c5 itself, which --relabel then wrote
+    # over (its checked script and its date lost).  Now that entry stays as it was.
+    from fuzz.cli import _relabel
+    from fuzz.corpus import entry_path
+    from fuzz.replay import relabelled
+    from fuzz.trace import Finding, Trace, dump_trace
+
+    old = Trace(WF, tuple(OPS), "t", "v", finding=Finding("Unclassified", "-", 2, "old"),
+                status="FAILED", fingerprint="0" * 12)
+    judged = judge_trace(lambda wf: Scripted(SCRIPT), WF, OPS, Capabilities(), [LAGGING])
+    trials = [ReplayResult("e.json", "CHANGED", "Unclassified", "PrefixReplay", "", "✗",
+                           judged=judged)]
+    root = tmp_path / "corpus"
+    old_path = entry_path(old, root)
+    dump_trace(old, old_path)
+    there = entry_path(relabelled(old, trials), root)
+    there.parent.mkdir(parents=True, exist_ok=True)
+    there.write_text("the entry as the corpus has it")
+    _relabel(old_path, trials, trials[0])
+    assert not old_path.exists()
+    assert there.read_text() == "the entry as the corpus has it"
+    assert "already in the corpus" in trials[0].detail
+

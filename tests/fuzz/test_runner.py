@@ -125,8 +125,31 @@ def test_an_operation_that_does_not_answer_is_stuck_and_its_worker_killed(tmp_pa
         obs = runner.apply(Start("t0"))
         assert obs.outcome == "stuck"
         assert runner.worker is not None
+        # Before the kill, the worker's stacks were asked for: the verdict says where it waited.
+        assert obs.error.startswith("no answer within 1.0s, waiting in run (test_runner.py:")
+        assert "Current thread" in "\n".join(runner.log)
     finally:
         runner.close()
+
+
+def test_waiting_in_names_the_wait_and_the_code_that_called_into_it():
+    import sysconfig
+
+    from fuzz.runner import waiting_in
+
+    lib = sysconfig.get_paths()["stdlib"]
+    dump = (
+        'Thread 0x00007f0000000001 (most recent call first):\n'
+        f'  File "{lib}/threading.py", line 331 in wait\n\n'
+        'Current thread 0x00007f0000000002 (most recent call first):\n'
+        f'  File "{lib}/selectors.py", line 468 in select\n'
+        f'  File "{lib}/asyncio/base_events.py", line 1884 in _run_once\n'
+        '  File "/src/adapters/llamaindex/server_case.py", line 149 in run\n'
+        '  File "/src/fuzz/internal/worker.py", line 213 in _run_op\n')
+    assert waiting_in(dump) == ("select (selectors.py:468), "
+                                "called from run (server_case.py:149)")
+    assert waiting_in(dump.replace(f"{lib}/selectors.py", "/src/x.py")) == "select (x.py:468)"
+    assert waiting_in("") == "" and waiting_in("Current thread 0x1:\n") == ""
 
 
 def test_protocol_defaults_declare_everything_expressible():

@@ -4,6 +4,8 @@ threads, so it runs in workers only).  Machinery only: no verdict about the fram
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from adapters.protocol import CrashAt, Query, Race, Recover, Resume, Start, TwinRecover
@@ -91,10 +93,14 @@ def test_race_runs_k_processes_on_one_store(session, forced):
 def test_twin_recover_runs_on_a_byte_copy(session):
     case = session.case(WORKFLOW)
     try:
-        case.apply(Start("t0"))
-        case.apply(Resume("t0", value="a", crash=CrashAt(2, "after_commit", "sigkill")))
+        seen = [case.apply(Start("t0")),
+                case.apply(Resume("t0", value="a", crash=CrashAt(2, "after_commit", "sigkill")))]
         obs = case.apply(TwinRecover("t0"))
         assert obs.twin is not None
+        # The server variant has hung here in CI (to the op limit, then the twins' recoveries),
+        # never on a quiet machine: where its worker waited is shown in the warnings summary.
+        for stuck in [o for o in (*seen, obs, obs.twin) if o.outcome == "stuck"]:
+            warnings.warn(f"{session.variant.name}: stuck, {stuck.error}", stacklevel=1)
         assert obs.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
         assert obs.twin.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
     finally:
