@@ -126,8 +126,12 @@ class Capabilities:
     # the tampered thread's latest checkpoint; "history", every checkpoint of the tampered thread
     # (one file holds its whole history, or the fork spelling can only read its latest state), so
     # every fork taken from it, but no other branch; "lineage", every branch that shares its
-    # framework-level thread or file (a run and all the forks taken from it); "store", the whole
-    # store (a truncated database file): every thread in it counts as tampered afterwards.
+    # framework-level thread or file (a run and all the forks taken from it); "listing", the same
+    # branches, but every checkpoint is a row of its own that another branch meets only in a
+    # listing of the framework-level thread (LangGraph's ``list()``, which fails loudly on a row
+    # it cannot decode): those branches may refuse, and whatever else they do is judged as on
+    # intact data; "store", the whole store (a truncated database file): every thread in it
+    # counts as tampered afterwards.
     tamper_scope: str = "thread"
     forced_race: bool = False  # can the store hold racers' writes until all have read?
     max_racers: int = 3
@@ -481,7 +485,7 @@ def read_calls(workdir: Path) -> list:
 # =================================================================================================
 
 #: What ``StoreHandle.tamper_scope`` may say (the same words as ``Capabilities.tamper_scope``).
-TAMPER_SCOPES = ("thread", "history", "lineage", "store")
+TAMPER_SCOPES = ("thread", "history", "lineage", "listing", "store")
 
 
 class StoreFactoryError(ValueError):

@@ -17,8 +17,11 @@ TAMPER_HOWS = ("corrupt", "invalid", "forged")
 FORGE_PART_KINDS = ("done", "answer", "pending")
 # What a tamper reaches (CONTRACT §3): the thread's latest checkpoint, the thread's whole history
 # (every checkpoint of it, so every fork of it; no other branch), its lineage (one framework-level
-# thread or file: a run and the forks taken from it), or the whole store.
-TAMPER_SCOPES = ("thread", "history", "lineage", "store")
+# thread or file: a run and the forks taken from it), a lineage that only a *listing* of it can
+# see (every checkpoint its own row: another branch meets the damaged row only where the
+# framework or the adapter lists the framework-level thread, and that can only fail loudly), or
+# the whole store.
+TAMPER_SCOPES = ("thread", "history", "lineage", "listing", "store")
 OUTCOMES = ("ok", "interrupted", "completed", "crashed", "rejected", "stuck")
 
 

@@ -6,8 +6,11 @@ Each returns the index of the first step that breaks the property, or ``None``.
 FI is not a predicate over a history: it is read from an adapter's declaration (see the matrix).
 
 A tamper damages what shares its bytes (CONTRACT §3, "What a tamper reaches"): ``tamper_scope``
-says how far (``"thread"``, ``"lineage"``, ``"store"``).  On a damaged thread a refusal is correct
-and a silent continuation is a CV matter, so FD, LV and PC do not judge steps on damaged threads.
+says how far (``"thread"``, ``"history"``, ``"lineage"``, ``"listing"``, ``"store"``).  On a damaged
+thread a refusal is correct and a silent continuation is a CV matter, so FD, LV and PC do not
+judge steps on damaged threads.  ``"listing"`` reads as ``"lineage"`` here: a branch it reached
+may refuse, so its steps are not judged; the classifier (``classify.py``) judges what such a
+branch does besides refusing as on intact data.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def damaged_before(history: list[Step], tamper_scope: str = "thread") -> list[se
             damaged.add(_branch(step))
         if op.name == "tamper":
             damaged.add(op.thread)
-            if tamper_scope == "lineage":
+            if tamper_scope in ("lineage", "listing"):
                 root = roots.get(op.thread, op.thread)
                 damaged |= {t for t, r in roots.items() if r == root}
             elif tamper_scope == "store":

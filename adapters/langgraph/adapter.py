@@ -78,6 +78,15 @@ def _weights(o, crash_kinds) -> dict:
     if o["durability"] not in DURABILITY_LOSSES or "sigkill" not in crash_kinds:
         return {}
     return BARRIER_WEIGHTS if o.get("writes") == "held" else LOSSY_WEIGHTS
+
+
+def _tamper_scope(o) -> str:
+    """What one tamper of a built-in saver reaches (``Capabilities.tamper_scope``)."""
+    if o.get("tamper") in ("trunchalf", "trunczero"):
+        return "store"
+    return "listing" if o["saver"] == "sqlite" else "lineage"
+
+
 COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addressed at an older "
                   "checkpoint_id: LangGraph infers the intent from whether the thread moved past "
                   "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
@@ -220,12 +229,14 @@ class LangGraphAdapter(Adapter):
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
-            # Truncating the SQLite file damages every thread stored in it; otherwise a fork's
-            # branch lives in its source's LangGraph thread (and, on PostgreSQL and in memory,
-            # shares its channel blobs), so a tamper of one branch reaches the others.  A custom
-            # store says its own reach (its factory's StoreHandle).
-            tamper_scope=tamper_scope or (
-                "store" if o.get("tamper") in ("trunchalf", "trunczero") else "lineage"),
+            # Truncating the SQLite file damages every thread stored in it.  Otherwise a fork's
+            # branch lives in its source's LangGraph thread: on PostgreSQL and in memory it shares
+            # its channel blobs, so a tamper of one branch reaches the others' data ("lineage");
+            # SqliteSaver keeps each checkpoint whole in a row of its own, which another branch
+            # meets only in a listing of the thread (a fork's lookup, ``list()``), where a row
+            # that does not decode fails loudly ("listing").  A custom store says its own reach
+            # (its factory's StoreHandle).
+            tamper_scope=tamper_scope or _tamper_scope(o),
             weights=_weights(o, crash_kinds),
         )
 

@@ -38,7 +38,9 @@ def _handle(ctx: StoreContext, saver, close) -> StoreHandle:
         clone=lambda dest: copy_tree(ctx.workdir, dest.workdir, FILES),
         tamper=lambda target: _corrupt(path, target),
         tamper_hows=frozenset({"corrupt"}),
-        tamper_scope="lineage",  # the saver's list() decodes every checkpoint of the thread
+        # Each checkpoint a row of its own; the saver's list() decodes every checkpoint of the
+        # thread, so another branch meets a damaged row only there, failing loudly.
+        tamper_scope="listing",
         close=close,
     )
 

@@ -12,6 +12,7 @@ from refmodel import (
     Fork,
     Model,
     Observation,
+    Race,
     Recover,
     Resume,
     Start,
@@ -81,6 +82,31 @@ def test_silent_use_of_a_damaged_lineage_is_invalid_persist_not_fork_ignore():
         model = Model(GATE2, tamper_scope=scope)
         world, _ = walk(model, ops)
         assert judge(model, world, fork, kept_a).category == expected, scope
+
+
+def test_a_listing_reach_allows_refusals_and_judges_the_rest_as_on_intact_rows():
+    # One interrupt, two forks of it, the first one's branch tampered: under "listing" (every
+    # checkpoint a row of its own, met by another branch only in a listing) the run t0 may refuse,
+    # but two racers consuming its interrupt are LostUpdate's, not a use of damaged data.
+    wf = Workflow(1, {1}, ("a", "b"))
+    ops = [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"),
+           Tamper("f1", how="corrupt")]
+    race = Race("t0", values=("a", "a"), forced=True)
+    both = Observation("completed|completed", (("t0", 1, "a"), ("t0", 1, "a")),
+                       view(wf, (1,), {1: "a"}))
+    refused = Observation("rejected|rejected", (), None)
+    for scope, expected in (("listing", "LostUpdate"), ("lineage", "InvalidPersist"),
+                            ("thread", "LostUpdate")):
+        model = Model(wf, tamper_scope=scope)
+        world, _ = walk(model, ops)
+        assert judge(model, world, race, both).category == expected, scope
+        # A loud refusal: allowed wherever the tamper reached t0, a divergence where it did not.
+        assert (judge(model, world, race, refused) is None) == (scope != "thread"), scope
+    # The tampered branch itself is damaged under every reach: running on it is InvalidPersist.
+    model = Model(wf, tamper_scope="listing")
+    world, _ = walk(model, ops)
+    ran = Observation("completed", (("f1", 1, "b"),), view(wf, (1,), {1: "b"}))
+    assert judge(model, world, Resume("f1", value="b"), ran).category == "InvalidPersist"
 
 
 def test_a_store_tamper_reaches_every_thread_and_new_runs():

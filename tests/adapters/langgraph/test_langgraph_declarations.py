@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from langgraph_testkit import ROOT
 
 from adapters.langgraph.variants import AXES, VARIANTS
-from adapters.protocol import OPERATIONS
+from adapters.protocol import OPERATIONS, Start
 
 AXIS_VALUES = {
     "saver": {"memory", "sqlite", "postgres"},
@@ -80,8 +82,32 @@ def test_every_functional_fork_spelling_cites_the_replay(adapter):
 
 def test_tamper_reach_is_the_langgraph_thread(adapter):
     for v in VARIANTS:
-        expected = "store" if v.options["tamper"] in ("trunchalf", "trunczero") else "lineage"
+        expected = ("store" if v.options["tamper"] in ("trunchalf", "trunczero")
+                    else "listing" if v.options["saver"] == "sqlite" else "lineage")
         assert adapter.capabilities(v).tamper_scope == expected, v.name
+
+
+def test_a_corrupt_branch_reaches_its_run_only_through_a_listing_on_sqlite():
+    """What "listing" claims, on LangGraph itself: with a fork's branch corrupted, its run
+    still reads its own intact row (were the row damaged, the read would fail: "thread" or
+    "lineage" then), while a fork of the run, whose lookup lists the thread, fails loudly
+    (were it not refused, "thread" would be the reach: so on the functional API's ``copy``
+    spelling, whose lookup reads one checkpoint; "listing" allows no more there than
+    "thread" does, but a refusal).  The default variant, where the listing is met."""
+    name = "sqlite-graph-sync-head-update"
+    from fuzz.replay import Replayer
+    from fuzz.trace import Trace
+    from refmodel import Fork, Query, Tamper, Workflow
+
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    ops = (Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"),
+           Tamper("f1", how="corrupt"), Query("t0"),
+           Fork("t0", gate=1, value="b", new_thread="f2"))
+    judged = Replayer(target="langgraph").replay_trace(Trace(wf, ops, "langgraph", name)).judged
+    assert judged is not None and len(judged.observations) == len(ops), judged
+    run, fork = judged.observations[3], judged.observations[4]
+    assert run.outcome == "ok" and run.state.pending == 1, run  # the run's own row: intact
+    assert fork.outcome == "rejected" and "Reserved" in fork.error, fork  # the listing: loud
 
 
 def test_lossy_durability_draws_sigkill_after_commit_often(adapter):
