@@ -147,4 +147,5 @@ def deviations(variant: Variant) -> list[Deviation]:
     # A crash inside a run, of either kind, then the recovery (or the read) that follows it.
     crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
     return [Deviation("Replay", citation, scope, **crashed),
-            Deviation("StateMismatch", citation, scope, **crashed)]
+            Deviation("StateMismatch", citation, scope, **crashed),
+            Deviation("DoubleConsume", citation, scope, **crashed)]

@@ -68,5 +68,5 @@ def test_deviations_cite_and_cover_only_hitl(adapter):
         if v.options["save"] == "step":
             assert devs == []
         else:
-            assert {d.category for d in devs} == {"Replay", "StateMismatch"}
+            assert {d.category for d in devs} == {"Replay", "StateMismatch", "DoubleConsume"}
             assert all("_base_group_chat.py:773" in d.citation for d in devs)
