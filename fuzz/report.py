@@ -45,6 +45,16 @@ def cell(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
 
 
+def _raised(observed) -> str:
+    """What the diverging op's error says, in a sentence: what the framework raised, or for a
+    stuck op (which raised nothing) how long it waited and where its worker was then."""
+    if observed is None or not observed.error:
+        return ""
+    if "stuck" in observed.outcome.split("|"):
+        return f" The operation gave {observed.error}."
+    return f" The framework raised `{observed.error}`."
+
+
 def _obs(o) -> str:
     if o is None:
         return "-"
@@ -52,7 +62,8 @@ def _obs(o) -> str:
     state = "not compared (tampered)" if o.state is None else json.dumps(o.state.to_json())
     text = f"**{o.outcome}**; effects: {effects}; state: `{state}`"
     if o.error:
-        text += f"; raised `{o.error}`"
+        # A stuck op raised nothing: its error says how long it waited, and where.
+        text += f"; `{o.error}`" if "stuck" in o.outcome.split("|") else f"; raised `{o.error}`"
     if o.twin is not None:
         text += f"<br>twin copy: {_obs(o.twin)}"
     return text
@@ -235,8 +246,7 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
         f"**Versions**: {pins}",
         "",
         "**What happened**: " + f.detail
-        + (f" The framework raised `{observed.error}`." if observed is not None and observed.error
-           else ""),
+        + _raised(observed),
         "",
         "**What the documentation promises**: " + promise,
         "",

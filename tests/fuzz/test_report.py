@@ -81,6 +81,17 @@ def test_the_upstream_section_has_title_versions_promise_and_script():
     assert "```python\nprint('hi')\n```" in upstream and "3 of 3 fresh runs" in upstream
 
 
+def test_a_stuck_step_says_where_it_waited_not_what_it_raised():
+    base = trace()
+    waited = "no answer within 30s, waiting in select (selectors.py:468), called from run (x.py:9)"
+    stuck = Observation("stuck", (), base.observations[2].state, error=waited)
+    text = render(base.with_(observations=(*base.observations[:2], stuck)), "corpus/x.json",
+                  allowed=allowed_steps(base))
+    upstream = text.split("## Upstream issue (ready to paste)")[1]
+    assert f"The operation gave {waited}." in upstream and "raised" not in upstream
+    assert f"; `{waited}`" in rows(text)[2] and "raised" not in rows(text)[2]
+
+
 def test_the_upstream_section_of_a_third_party_store_names_it():
     stored = trace().with_(versions={"langgraph": "1.0", "mystore": "0.1",
                                      "store-factory": "mypkg.savers:make_saver"})
