@@ -1,6 +1,8 @@
 """The worker machinery, on the reference target: barriers, ledger, races, twins, time limits."""
 
+import gc
 import os
+import re
 import signal
 
 import pytest
@@ -130,6 +132,32 @@ def test_an_operation_that_does_not_answer_is_stuck_and_its_worker_killed(tmp_pa
         assert "Current thread" in "\n".join(runner.log)
     finally:
         runner.close()
+
+
+class _SaysFrozen(ReferenceCase):
+    def run(self, op, hooks):
+        raise RuntimeError(f"frozen={gc.get_freeze_count()}")
+
+
+class _FrozenAdapter(ReferenceAdapter):
+    def open(self, variant, workflow, workdir):
+        return _SaysFrozen(workflow, workdir, None)
+
+
+def test_a_forked_worker_freezes_what_it_inherits_and_the_parent_does_not(tmp_path):
+    from fuzz.errors import HarnessFailure
+
+    adapter = _FrozenAdapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=30.0))
+    runner = session.case(WF)
+    try:
+        with pytest.raises(HarnessFailure) as failed:
+            runner.apply(Start("t0"))
+    finally:
+        runner.close()
+    frozen = int(re.search(r"frozen=(\d+)", str(failed.value)).group(1))
+    assert frozen > 1000  # the interpreter, the test run: all inherited, all frozen
+    assert gc.get_freeze_count() == 0  # the parent's own collections are untouched
 
 
 def test_waiting_in_names_the_wait_and_the_code_that_called_into_it():
