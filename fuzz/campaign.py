@@ -180,7 +180,9 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
         # many end the variant as an engine error would.
         result.harness_errors += 1
         if len(result.harness_messages) < HARNESS_SHOWN:
-            result.harness_messages.append(str(exc).splitlines()[0])
+            example = exc.example()
+            result.harness_messages.append(str(exc).splitlines()[0]
+                                           + (f"; its example: {example}" if example else ""))
         if result.harness_share_exceeded(HARNESS_MIN):
             raise _TooManyHarnessErrors(_too_many(result)) from exc
         discard_example()

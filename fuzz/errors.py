@@ -39,12 +39,21 @@ class HarnessFailure(EngineError):
 
     A tool error *for that example*: a campaign discards the example and counts it (and ends
     the variant when they are too many); ``replay`` reports ERROR.  Never a finding.  ``op`` names
-    the operation, ``error`` is ``"ExcType: first line"``, ``traceback`` the adapter's traceback.
+    the operation, ``error`` is ``"ExcType: first line"``, ``traceback`` the adapter's traceback;
+    ``ops``, once the runner has it, the case's operations up to this one (``refmodel`` ops): the
+    example a tool error happened on, which a campaign shows with it.
     """
 
     def __init__(self, op: str, error: str, traceback: str = ""):
         super().__init__(f"harness error in {op}: {error}")
         self.op, self.error, self.traceback = op, error, traceback
+        self.ops: tuple = ()
+
+    def example(self) -> str:
+        """The case's operations up to the failing one, as a JSON list (``""`` when unknown)."""
+        import json
+
+        return json.dumps([op.to_json() for op in self.ops]) if self.ops else ""
 
 
 class CampaignStopped(KeyboardInterrupt):

@@ -405,6 +405,7 @@ class CaseRunner:
         self.seq = 0
         self.worker: _Worker | None = None
         self.log: list[str] = []  # what happened beyond the observation (errors, kills)
+        self.applied: list[Op] = []  # the ops of this case so far: a tool error's evidence
 
     @property
     def timeout(self) -> float:
@@ -431,9 +432,11 @@ class CaseRunner:
         lifetime.checkpoint()
         if self.session.out_of_time():
             raise OutOfTime()
+        self.applied.append(op)
         try:
             return self._apply(op)
         except HarnessFailure as exc:
+            exc.ops = tuple(self.applied)
             self.log.append(f"op {self.seq} ({op.name}) harness error: {exc.error}\n"
                             f"{exc.traceback}")
             if self.session.on_harness_failure is not None:

@@ -286,6 +286,8 @@ class Driver:
         except Exception:  # the saver could not read the history: what a script's lookup does
             self.record(f"list(graph.get_state_history({self.config_src(self._config(h, lg))}))")
             raise
+        if source is None:
+            source = self.tampered_source(h)
         if source is None:  # the harness lost a checkpoint the reference says exists
             raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} "
                             "pending in the branch's history")
@@ -378,6 +380,16 @@ class Driver:
                 out.append(cid)
                 cid = parents[cid]
         return out
+
+    def tampered_source(self, h: str) -> str | None:
+        """``h``'s tip when the harness tampered with it (and nothing ran on it since), else
+        ``None``: the fork's source when no checkpoint of the lineage shows its gate pending.
+        A forgery of the tip's pending record (or of its done list, made to agree) deletes the
+        interrupt writes the lookup finds a gate by, and the contract's fork still addresses
+        that checkpoint: a client that kept the checkpoint id its question was asked at forks
+        from there, and LangGraph refuses the forged checkpoint or runs on it."""
+        info, tip = self._info(h), self.tip(h)
+        return tip if info and tip is not None and info.get("tampered") == tip else None
 
     def gate_checkpoint(self, h: str, gate: int) -> str | None:
         """The newest checkpoint in ``h``'s lineage at which ``gate`` raised an interrupt."""

@@ -72,6 +72,9 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     if info is None or tip is None:
         raise drv.LostTrack(f"the adapter has no checkpoint of thread {h!r} to tamper with")
     lg = info["lg"]
+    # The checkpoint tampered with, kept with the branch: a forgery may delete the interrupt
+    # writes by which a fork finds its gate (``Driver.fork``, ``tampered_source``).
+    driver.table.set(drv._key(h), {**info, "tampered": tip})
     if store.kind == "custom":  # bring your own store: only its author's tamper
         return store.tamper(lg, tip, how, part)
     raw = RAW[store.kind](store)

@@ -221,6 +221,11 @@ def test_harness_errors_are_counted_and_never_findings(tmp_path):
     assert result.errors == []  # a few: the campaign went on
     assert result.harness_messages[0].startswith("harness error in fork(")
     assert "LookupError: no branch recorded" in result.harness_messages[0]
+    # With its example, whole: the ops of its case up to the fork the adapter failed on.
+    import json
+
+    example = json.loads(result.harness_messages[0].split("; its example: ", 1)[1])
+    assert example[0]["op"] == "start" and example[-1]["op"] == "fork"
 
 
 def test_too_many_harness_errors_end_the_variant_loudly(tmp_path):

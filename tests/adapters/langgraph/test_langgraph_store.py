@@ -169,3 +169,36 @@ def test_tamper_forged_pending_records_a_gate_that_was_not_asked(name, variant, 
     assert case.query("t0").pending is None
     case.tamper("t0", "forged", "pending")
     assert case.query("t0").pending == 3
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-func-sync-head-copy"])
+@pytest.mark.parametrize("part", ["pending", "done"])
+def test_a_fork_of_a_tip_whose_pending_record_was_forged_forks_from_that_tip(name, part, variant,
+                                                                             open_case, ledger):
+    """A forgery of the gate checkpoint's pending record (or of its done list, made to agree)
+    deletes the interrupt writes a fork's lookup finds its gate by.  The fork still addresses
+    that checkpoint (the client kept its id): it forks from the tampered tip, and LangGraph
+    refuses it or runs on it, a verdict, where the adapter used to lose track of it (a tool
+    error: 11 of 6,140 examples, six SQLite variants, 2026-12-05)."""
+    from adapters.protocol import Fork
+
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    case = open_case(variant(name), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    tip = case.driver.tip("t0")
+    case.tamper("t0", "forged", part)
+    assert case.driver.gate_checkpoint("t0", 1) is None  # the lookup alone finds nothing
+    assert case.driver.tampered_source("t0") == tip
+    from adapters.langgraph.driver import LostTrack
+    from adapters.protocol import HarnessError
+    from fuzz.internal.hooks import EngineHooks
+
+    fork = Fork("t0", gate=1, value="b", new_thread="f1")
+    hooks = EngineHooks(fork, seq=1, branch="f1", ledger=ledger)
+    try:
+        outcome = case.run(fork, hooks)
+    except (HarnessError, LostTrack):
+        raise  # the tool error this test is about
+    except Exception:  # noqa: BLE001 - LangGraph's refusal of the forged checkpoint: a verdict
+        outcome = "rejected"
+    assert outcome in ("completed", "rejected"), outcome
