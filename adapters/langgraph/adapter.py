@@ -265,6 +265,18 @@ class LangGraphAdapter(Adapter):
                 "the fork does not carry, so those tasks run again in the new branch",
                 ops=frozenset({"fork"}),
             ))
+            # The same re-execution, met at a gate: a gate before the forked one runs again and
+            # asks again, the fork's value answers it, and the forked gate asks once more, its
+            # value not consumed (campaign of 2026-12-05, sqlite-func-sync-head-copy).
+            out.append(Deviation(
+                "ForkIgnore",
+                f"{TIME_TRAVEL_TESTS}: \"Fork (update_state then invoke): Creates a new "
+                "checkpoint without cached pending writes. Nodes re-execute\"",
+                "a fork in the functional API at a gate after another gate: the tasks before it "
+                "run again (the PrefixReplay deviation), so the earlier gate asks again and the "
+                "fork's value answers it; the forked gate then asks for an answer of its own",
+                ops=frozenset({"fork"}),
+            ))
         if STALE_HANDLES[o["resume"]] is _SNAPSHOT:
             # A checkpoint config held from the pause is LangGraph's time-travel handle: invoking
             # with it replays from that checkpoint, which LangGraph documents as a fork, so the

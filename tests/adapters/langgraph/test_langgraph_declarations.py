@@ -78,6 +78,12 @@ def test_every_functional_fork_spelling_cites_the_replay(adapter):
             continue
         prefix = [d for d in adapter.deviations(v) if d.category == "PrefixReplay"]
         assert len(prefix) == 1 and prefix[0].ops == frozenset({"fork"}), v.name
+        # The same re-execution met at a gate: the fork's value answers an earlier gate.
+        ignored = [d for d in adapter.deviations(v) if d.category == "ForkIgnore"]
+        assert len(ignored) == 1 and ignored[0].ops == frozenset({"fork"}), v.name
+    for v in VARIANTS:  # the graph API's forks carry their node's state: no such deviation
+        if v.options["api"] == "graph":
+            assert not [d for d in adapter.deviations(v) if d.category == "ForkIgnore"], v.name
 
 
 def test_tamper_reach_is_the_langgraph_thread(adapter):
