@@ -94,17 +94,17 @@ def test_tamper_reach_is_the_langgraph_thread(adapter):
 
 
 def test_a_corrupt_branch_reaches_its_run_only_through_a_listing_on_sqlite():
-    """What "listing" claims, on LangGraph itself: with a fork's branch corrupted, its run
-    still reads its own intact row (were the row damaged, the read would fail: "thread" or
-    "lineage" then), while a fork of the run, whose lookup lists the thread, fails loudly
-    (were it not refused, "thread" would be the reach: so on the functional API's ``copy``
-    spelling, whose lookup reads one checkpoint; "listing" allows no more there than
-    "thread" does, but a refusal).  The default variant, where the listing is met."""
-    name = "sqlite-graph-sync-head-update"
+    """What "listing" claims, checked on LangGraph itself.  With a fork's branch corrupted,
+    the run still reads its own row intact (a shared row would fail to decode here), and a fork
+    of the run, whose lookup lists the thread, fails loudly (without that refusal the reach
+    would be "thread").  On the default graph variant, whose fork lookup lists the thread; the
+    functional API's ``copy`` spelling reads one checkpoint and meets no listing, and there
+    "listing" allows nothing beyond what "thread" does but a refusal."""
     from fuzz.replay import Replayer
     from fuzz.trace import Trace
     from refmodel import Fork, Query, Tamper, Workflow
 
+    name = "sqlite-graph-sync-head-update"
     wf = Workflow(2, frozenset({1}), ("a", "b"))
     ops = (Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1"),
            Tamper("f1", how="corrupt"), Query("t0"),
