@@ -46,6 +46,7 @@ from refmodel import (  # re-exported: the vocabulary of the protocol
     PHASES,
     FORGE_PART_KINDS,
     TAMPER_HOWS,
+    TAMPER_SCOPES,
     CrashAt,
     Durable,
     Fork,
@@ -484,8 +485,8 @@ def read_calls(workdir: Path) -> list:
 # Bring your own store: what a store factory receives and may return (docs/stores.md).
 # =================================================================================================
 
-#: What ``StoreHandle.tamper_scope`` may say (the same words as ``Capabilities.tamper_scope``).
-TAMPER_SCOPES = ("thread", "history", "lineage", "listing", "store")
+# What ``StoreHandle.tamper_scope`` may say: ``TAMPER_SCOPES``, the words of
+# ``Capabilities.tamper_scope`` (refmodel's, re-exported above).
 
 
 class StoreFactoryError(ValueError):

@@ -463,10 +463,11 @@ def _relabel(path, trials, result) -> None:
     written = entry_path(new, root)
     # The same witness may be in the corpus already (the cut trace is an entry of its own): it
     # is kept as it is, with its checked script and its date, and only the old entry goes.
-    there = written.exists() and written.resolve() != Path(path).resolve()
+    moved = written.resolve() != Path(path).resolve()
+    there = moved and written.exists()
     if not there:
         dump_trace(new, written)
-    if written.resolve() != Path(path).resolve():
+    if moved:
         Path(path).unlink()
         if old.finding is not None:
             report.report_path(old).unlink(missing_ok=True)

@@ -45,12 +45,17 @@ def cell(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
 
 
+def _stuck(o) -> bool:
+    """A stuck op (or racer) raised nothing: its error says how long it waited, and where."""
+    return "stuck" in o.outcome.split("|")
+
+
 def _raised(observed) -> str:
     """What the diverging op's error says, in a sentence: what the framework raised, or for a
-    stuck op (which raised nothing) how long it waited and where its worker was then."""
+    stuck op how long it waited and where its worker was then."""
     if observed is None or not observed.error:
         return ""
-    if "stuck" in observed.outcome.split("|"):
+    if _stuck(observed):
         return f" The operation gave {observed.error}."
     return f" The framework raised `{observed.error}`."
 
@@ -62,8 +67,7 @@ def _obs(o) -> str:
     state = "not compared (tampered)" if o.state is None else json.dumps(o.state.to_json())
     text = f"**{o.outcome}**; effects: {effects}; state: `{state}`"
     if o.error:
-        # A stuck op raised nothing: its error says how long it waited, and where.
-        text += f"; `{o.error}`" if "stuck" in o.outcome.split("|") else f"; raised `{o.error}`"
+        text += f"; `{o.error}`" if _stuck(o) else f"; raised `{o.error}`"
     if o.twin is not None:
         text += f"<br>twin copy: {_obs(o.twin)}"
     return text

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 
 from .model import Model, ThreadModel, World
 from .mutants import CATEGORY_INFO
-from .ops import Fork, Observation, Op, Race, Recover, Resume, StaleResume, TwinRecover
+from .ops import (OWN_ROW_SCOPES, Fork, Observation, Op, Race, Recover, Resume, StaleResume,
+                  TwinRecover)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,14 +122,15 @@ def _tampered_state_used(ctx: Context) -> str | None:
         return None
     if isinstance(ctx.op, Fork) and not thread.damaged:
         return None
-    own_rows = ctx.model.tamper_scope in ("thread", "listing")
+    own_rows = ctx.model.tamper_scope in OWN_ROW_SCOPES
     if isinstance(ctx.op, Fork) and own_rows and thread.checkpoint(ctx.op.gate) != thread.durable:
         return None  # a fork from an older checkpoint of a thread-scoped tamper reads clean bytes
-    if ctx.model.tamper_scope == "listing" and not thread.tampered:
-        # The tamper reached this branch only through a listing of the framework-level thread,
-        # which can fail loudly (allowed) but hands it no damaged bytes: every checkpoint is a
-        # row of its own.  Whatever else it did is its own defect, judged by the rules below
-        # (two racers consuming one interrupt on an intact branch are LostUpdate's, not CV's).
+    if own_rows and not thread.tampered:
+        # Reached, not tampered (under "listing" only: under "thread" a tamper reaches nothing
+        # else): only through a listing of the framework-level thread, which can fail loudly
+        # (allowed) but hands it no damaged bytes, every checkpoint being a row of its own.
+        # Whatever else it did is its own defect, judged by the rules below (two racers
+        # consuming one interrupt on an intact branch are LostUpdate's, not CV's).
         return None
     how = thread.tampered or "reached by a tamper"
     return f"{how}: damaged state used silently ({ctx.observed.outcome})"

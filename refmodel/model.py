@@ -28,7 +28,7 @@ from .ops import (
     Tamper,
     TwinRecover,
 )
-from .ops import TAMPER_SCOPES
+from .ops import LINEAGE_SCOPES, TAMPER_SCOPES
 from .run import BAD, Cut, Durable, cut, execute, rewind
 from .workflow import Workflow, sorted_pairs
 
@@ -47,8 +47,8 @@ class ThreadModel:
     op on it is refused); ``damaged`` says a tamper *reached* the thread (its own, one of its
     lineage under ``tamper_scope="lineage"`` or ``"listing"``, the whole store under
     ``"store"``, or the checkpoint it was forked from): a loud refusal is then always allowed
-    (CONTRACT §3, "What a tamper reaches").  ``lineage`` is the run a branch was forked from, directly or not (its
-    framework-level thread); ``None`` for a run itself.
+    (CONTRACT §3, "What a tamper reaches").  ``lineage`` is the run a branch was forked from,
+    directly or not (its framework-level thread); ``None`` for a run itself.
     """
 
     durable: Durable = Durable()
@@ -285,7 +285,7 @@ class Model:
         """The threads a tamper of ``name`` damages besides ``name`` itself (``tamper_scope``)."""
         if self.tamper_scope == "store":
             return [n for n in world.names() if n != name]
-        if self.tamper_scope in ("lineage", "listing"):
+        if self.tamper_scope in LINEAGE_SCOPES:
             root = world.get(name).lineage or name
             return [n for n, t in world.threads if n != name and (t.lineage or n) == root]
         return []

@@ -22,6 +22,11 @@ FORGE_PART_KINDS = ("done", "answer", "pending")
 # framework or the adapter lists the framework-level thread, and that can only fail loudly), or
 # the whole store.
 TAMPER_SCOPES = ("thread", "history", "lineage", "listing", "store")
+# The scopes that reach every branch of a framework-level thread (a tamper's reach), and those
+# under which a checkpoint's bytes are its own row (a fork of an older checkpoint, and a branch
+# merely reached, read intact data).
+LINEAGE_SCOPES = ("lineage", "listing")
+OWN_ROW_SCOPES = ("thread", "listing")
 OUTCOMES = ("ok", "interrupted", "completed", "crashed", "rejected", "stuck")
 
 

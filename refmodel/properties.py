@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ops import Fork, Race, Recover, StaleResume, Step, TwinRecover
+from .ops import LINEAGE_SCOPES, Fork, Race, Recover, StaleResume, Step, TwinRecover
 from .workflow import Workflow
 
 
@@ -53,7 +53,7 @@ def damaged_before(history: list[Step], tamper_scope: str = "thread") -> list[se
             damaged.add(_branch(step))
         if op.name == "tamper":
             damaged.add(op.thread)
-            if tamper_scope in ("lineage", "listing"):
+            if tamper_scope in LINEAGE_SCOPES:
                 root = roots.get(op.thread, op.thread)
                 damaged |= {t for t, r in roots.items() if r == root}
             elif tamper_scope == "store":

@@ -29,9 +29,9 @@ turn: the interleaving in which all read before any writes (a forced race holds 
 Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
 recover / fork / race / query / stale_resume (the snapshot stored when the gate asked, restored
 by its index: ``snapshot(k)``, as a fork's), exception crash points and out-of-schema outputs.
-Not: SIGKILL, tampering, twin recovery; for those the adapter falls back to the older unchecked script
-(``repro_legacy.py``).  The server and DBOS variants' scripts are ``repro_served.py``'s, from the
-same workflow definition.
+Not: SIGKILL, tampering, twin recovery; for those the adapter falls back to the older unchecked
+script (``repro_legacy.py``).  The server and DBOS variants' scripts are ``repro_served.py``'s,
+from the same workflow definition.
 """
 
 from __future__ import annotations

@@ -109,20 +109,24 @@ def test_fork_branch_is_queryable(runner):
     assert obs.state.answers == ((2, "b"),) and obs.state.status == "completed"
 
 
+def _runner_of(case_class, tmp_path, op_timeout: float):
+    """A case runner, in forked workers, on the reference target with ``case_class`` as its case."""
+    class Adapter(ReferenceAdapter):
+        def open(self, variant, workflow, workdir):
+            return case_class(workflow, workdir, None)
+
+    adapter = Adapter()
+    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=op_timeout))
+    return session.case(WF)
+
+
 class _Hangs(ReferenceCase):
     def run(self, op, hooks):
         os.read(os.pipe()[0], 1)  # blocks forever: an operation that never answers
 
 
-class _HangingAdapter(ReferenceAdapter):
-    def open(self, variant, workflow, workdir):
-        return _Hangs(workflow, workdir, None)
-
-
 def test_an_operation_that_does_not_answer_is_stuck_and_its_worker_killed(tmp_path):
-    adapter = _HangingAdapter()
-    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=1.0))
-    runner = session.case(WF)
+    runner = _runner_of(_Hangs, tmp_path, op_timeout=1.0)
     try:
         obs = runner.apply(Start("t0"))
         assert obs.outcome == "stuck"
@@ -139,17 +143,10 @@ class _SaysFrozen(ReferenceCase):
         raise RuntimeError(f"frozen={gc.get_freeze_count()}")
 
 
-class _FrozenAdapter(ReferenceAdapter):
-    def open(self, variant, workflow, workdir):
-        return _SaysFrozen(workflow, workdir, None)
-
-
 def test_a_forked_worker_freezes_what_it_inherits_and_the_parent_does_not(tmp_path):
     from fuzz.errors import HarnessFailure
 
-    adapter = _FrozenAdapter()
-    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=30.0))
-    runner = session.case(WF)
+    runner = _runner_of(_SaysFrozen, tmp_path, op_timeout=30.0)
     try:
         with pytest.raises(HarnessFailure) as failed:
             runner.apply(Start("t0"))
