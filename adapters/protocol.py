@@ -423,7 +423,8 @@ class Adapter:
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
         """The older, unchecked script: replays ``ops`` and prints what happens (it asserts
-        nothing).  Used only when ``reproduction`` returns ``None``.  ``None`` if none."""
+        nothing).  Used only when ``reproduction`` returns ``None`` (or raises: a tool error the
+        report and the campaign show).  ``None`` if none."""
         return None
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence: Evidence) -> str | None:

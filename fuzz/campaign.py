@@ -94,6 +94,9 @@ class VariantResult:
     # few messages: tool errors, never findings.
     harness_errors: int = 0
     harness_messages: list = field(default_factory=list)
+    # Findings whose checked script the adapter's generator failed to write (it raised): a tool
+    # error too; the finding is kept, its report has the older script and says why.
+    script_errors: list = field(default_factory=list)
 
     def harness_share_exceeded(self, minimum: int = 1) -> bool:
         return (self.harness_errors >= minimum
@@ -369,9 +372,13 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
             trace = corpus.load_trace(path)  # an entry found before keeps what it recorded
         # The script is generated, run in fresh interpreters and counted before it is shown.
         try:
-            trace, report_file, _ = reprocheck.refresh(adapter, variant, trace, path,
-                                                       options.reports_dir,
-                                                       op_timeout=options.op_timeout, save=kept)
+            trace, report_file, repro = reprocheck.refresh(adapter, variant, trace, path,
+                                                           options.reports_dir,
+                                                           op_timeout=options.op_timeout,
+                                                           save=kept)
+            if repro.error:
+                result.script_errors.append(f"{trace.finding.category}: {repro.error} "
+                                            f"(report {report_file})")
         except CampaignStopped as exc:
             # Stopped while the script was being checked: the entry is on disk already, so the
             # finding is kept and shown, with a report that has no checked script (regenerate

@@ -303,6 +303,8 @@ def _fuzz(args) -> int:
             "errors": [{"variant": r.variant, "error": e} for r in results for e in r.errors],
             "harness_errors": [{"variant": r.variant, "count": r.harness_errors,
                                 "first": r.harness_messages} for r in results],
+            "script_errors": [{"variant": r.variant, "error": e}
+                              for r in results for e in r.script_errors],
             "stopped": {r.variant: r.stopped for r in results if r.stopped},
         }, indent=2, ensure_ascii=False))
     else:
@@ -375,6 +377,9 @@ def _summary(target, results, seconds) -> None:
         if r.harness_errors:
             print(f"  [{r.variant}] {r.harness_errors} examples discarded on harness errors "
                   f"(tool errors, not findings); first: {'; '.join(r.harness_messages)}")
+        for m in r.script_errors:
+            print(f"  [{r.variant}] script generator failed (a tool error; the report has the "
+                  f"older, unchecked script): {m}")
 
 
 # -- bring your own store (--store) ------------------------------------------------------------

@@ -106,7 +106,10 @@ def _banners(trace: Trace, repro) -> list:
     elif not repro.checked:
         out.append("**Unchecked script**: the reproduction below comes from the adapter's older "
                    "generator; it replays the operations and prints, asserts nothing and was not "
-                   "verified. Do not file it upstream as is.")
+                   "verified. Do not file it upstream as is."
+                   + (f" The adapter's checked generator failed on this finding (a tool error, "
+                      f"not the framework's): {getattr(repro, 'error', '')}"
+                      if getattr(repro, "error", "") else ""))
     elif trace.status == "FIXED" and rate is not None:
         # The entry's replay matches the reference now: a script that checks the recorded
         # defect should exit 0 too; one that still exits 1 disagrees with the replay.

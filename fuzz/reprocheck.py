@@ -34,6 +34,9 @@ class Reproduction:
     checked: bool  # the script checks the defect (exit 1) rather than only printing
     reproduces: tuple | None = None  # (k, n): exited 1 in k of n fresh runs
     outputs: tuple = ()  # the last lines each run printed, for a reader chasing a 0/n
+    # The adapter's checked generator raised (a tool error, never the framework's): what it
+    # raised, and the script is the older one.  The report says so; the campaign counts it.
+    error: str = ""
 
     @property
     def lines(self) -> int:
@@ -96,13 +99,17 @@ def evidence(trace, calls: tuple, caps=None, deviations=()) -> Evidence:
 
 def script_for(adapter, variant, trace, calls: tuple | None = None) -> Reproduction:
     """The adapter's checked script when it can write one, its older script otherwise."""
+    error = ""
     if trace.finding is not None and calls is not None:
         proof = evidence(trace, calls, adapter.capabilities(variant), adapter.deviations(variant))
-        script = adapter.reproduction(variant, trace.workflow, proof)
+        try:
+            script = adapter.reproduction(variant, trace.workflow, proof)
+        except Exception as exc:  # noqa: BLE001 - a bug of the generator must not lose the finding
+            script, error = None, f"{type(exc).__name__}: {exc}"
         if script:
             return Reproduction(script=script, checked=True)
     return Reproduction(script=adapter.repro_script(variant, trace.workflow, trace.operations),
-                        checked=False)
+                        checked=False, error=error)
 
 
 def verify(script: str, runs: int, timeout: float = SCRIPT_TIMEOUT) -> tuple:

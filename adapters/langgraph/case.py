@@ -97,38 +97,52 @@ class LangGraphCase(Case):
         return StateView.of(self.workflow, done, answers, _plain(pending))
 
     def tamper(self, thread: str, how: str, part: str | None = None) -> None:
-        forged = None
+        forged, asked = None, None
         if how == "forged":
             view = self.query(thread)
             durable = Durable(view.done, view.answers, view.pending)
             result = forge(self.workflow, durable, part)
-            forged = (list(result.done), dict(result.answers))
+            forged, asked = (list(result.done), dict(result.answers)), view.pending
             if part is not None:
                 forged += (result.pending,)
-        self._record_tamper(thread, how, forged, part)
+        self._record_tamper(thread, how, forged, part, asked)
         try:
             line = tampering.tamper(self.driver, thread, how, self.spec["tamper"], forged, part)
         except LostTrack as exc:
             raise HarnessError(str(exc)) from exc
         self.log.append(f"tamper: {line}")
 
-    def _record_tamper(self, thread: str, how: str, forged, part=None) -> None:
+    def _record_tamper(self, thread: str, how: str, forged, part=None, asked=None) -> None:
         """The tamper as a repro script writes it (``corrupt``, ``forge``, ``forge_results`` of
         its ``repro.py`` on the SQLite file, ``*_in_memory`` on the InMemorySaver's dicts), where
-        the script can: an ``invalid`` tamper writes its content as a forgery does; not a forged
-        part, another saver, a truncation of the file nor the drop of the newest checkpoint."""
-        d, source = self.driver, "<unknown: not expressible in a script>"
+        the script can: an ``invalid`` tamper writes its content as a forgery does, a forged part
+        its content and then the pending record (``delete_interrupt`` of the gate ``asked``, or
+        ``add_interrupt``), as ``tamper.tamper`` does; not another saver, a truncation of the
+        file nor the drop of the newest checkpoint."""
+        d, sources = self.driver, ["<unknown: not expressible in a script>"]
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
         if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "memory") \
-                and part is None and not tampering.rewrites_whole(how, self.spec["tamper"]):
+                and not tampering.rewrites_whole(how, self.spec["tamper"]):
             # The call log must never change what the tamper does: a store these reads cannot
             # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
             # the tamper itself says what it makes of that store.
             try:
-                source = self._tamper_call(thread, how, forged, info, tip)
+                sources = self._tamper_calls(thread, how, forged, part, asked, info, tip)
             except Exception:  # noqa: BLE001
                 pass
-        d.record(source)
+        for source in sources:
+            d.record(source)
+
+    def _tamper_calls(self, thread: str, how: str, forged, part, asked, info, tip) -> list:
+        """The script's calls for one tamper: the content written, then (a forged part) the
+        pending record made to say what ``forge`` made of it (``tamper.set_pending``)."""
+        calls = [] if part == "pending" else [self._tamper_call(thread, how, forged, info, tip)]
+        if part is not None and forged[2] != asked:
+            at = self.driver.config_src(self.driver._config(thread, info["lg"], tip))
+            mem = "_in_memory" if self.spec["saver"] == "memory" else ""
+            calls.append(f"delete_interrupt{mem}({at}, {asked!r})" if forged[2] is None
+                         else f"add_interrupt{mem}({at}, {forged[2]!r})")
+        return calls
 
     def _tamper_call(self, thread: str, how: str, forged, info, tip) -> str:
         d, saver = self.driver, self.spec["saver"]

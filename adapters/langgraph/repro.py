@@ -18,12 +18,13 @@ Written for the memory, SQLite and PostgreSQL savers, both API styles, the Typed
 Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
 forged and invalid checkpoints of the SQLite file and of the InMemorySaver (a forgery of the
 functional API writes the ``__end__`` channel of a finished run, the ``@task`` results of an
-unfinished one: ``forge_results``), out-of-schema outputs and races (a forced race, where
+unfinished one: ``forge_results``; a forged part, ``Tamper.part``, then makes the pending record
+agree: ``delete_interrupt`` / ``add_interrupt``), out-of-schema outputs and races (a forced race, where
 every racer reads before any writes, holds the racers at a ``multiprocessing.Barrier`` in the
 first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver`` subclass: the interleaving the
 harness forces, with the saver's public extension point).  A twin recovery is written as the
 recovery of the original store, the first of the two the fuzzer runs (the second, on a copy,
-runs after it and cannot change it).  Not (yet): a forged part (``Tamper.part``), the
+runs after it and cannot change it).  Not (yet): the
 truncation of the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead``
 variants' ways), tampers of a PostgreSQL store or of a custom store; for those the adapter falls
 back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
@@ -45,6 +46,7 @@ import operator
 import os
 import re
 import sqlite3
+import uuid
 from dataclasses import dataclass, replace
 from typing import Annotated, TypedDict
 
@@ -52,7 +54,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Interrupt, interrupt
 
 try:  # the PostgreSQL saver's parts (not installed beside every custom store)
     import psycopg
@@ -229,6 +231,31 @@ def forge_results(config, done, answers):
     db.close()
 
 
+def delete_interrupt(config, gate):
+    """Delete, in the SQLite file, LangGraph's record that gate ``gate`` waits for an answer:
+    the stored checkpoint's pending interrupt writes that ask for it."""
+    where, serde = (config["configurable"]["thread_id"],
+                    config["configurable"]["checkpoint_id"]), graph.checkpointer.serde
+    with sqlite3.connect(DB) as db:  # commits at the end
+        rows = db.execute("SELECT task_id, idx, type, value FROM writes WHERE thread_id = ? AND "
+                          "checkpoint_id = ? AND channel = '__interrupt__'", where).fetchall()
+        for task_id, idx, kind, value in rows:
+            if {"task": gate} in [i.value for i in serde.loads_typed((kind, value))]:
+                db.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id = ? AND "
+                           "task_id = ? AND idx = ?", (*where, task_id, idx))
+
+
+def add_interrupt(config, gate):
+    """Add, in the SQLite file, a record that gate ``gate`` waits for an answer to a stored
+    checkpoint's pending writes: an interrupt write (index -3) of a task LangGraph never ran."""
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    asked = (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),)
+    with sqlite3.connect(DB) as db:  # commits at the end
+        db.execute("INSERT INTO writes (thread_id, checkpoint_id, task_id, task_path, idx, channel, "
+                   "type, value) VALUES (?, ?, ?, '~__pregel_pull, forged', -3, '__interrupt__', "
+                   "?, ?)", (*where, str(uuid.uuid4()), *graph.checkpointer.serde.dumps_typed(asked)))
+
+
 def corrupt_in_memory(config):
     """Overwrite a checkpoint the InMemorySaver holds, the channel values it points to and its
     pending writes with bytes msgpack never decodes (0xc1 is a code it reserves)."""
@@ -272,6 +299,26 @@ def forge_results_in_memory(config, done, answers):
             {"task": t, "done": output, "answer": answers.get(t)}), path)
     for _, key, _ in results[len(done):]:
         del writes[key]
+
+
+def delete_interrupt_in_memory(config, gate):
+    """``delete_interrupt`` in the InMemorySaver: gate ``gate`` no longer waits."""
+    saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    writes = saver.writes.get((thread, "", cid), {})
+    for key, (_, channel, typed, _) in list(writes.items()):
+        if channel == "__interrupt__" and {"task": gate} in [
+                i.value for i in saver.serde.loads_typed(typed)]:
+            del writes[key]
+
+
+def add_interrupt_in_memory(config, gate):
+    """``add_interrupt`` in the InMemorySaver: gate ``gate`` now waits for an answer."""
+    saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    task_id, asked = str(uuid.uuid4()), (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),)
+    saver.writes[(thread, "", cid)][(task_id, -3)] = (
+        task_id, "__interrupt__", saver.serde.dumps_typed(asked), "~__pregel_pull, forged")
 
 
 @functools.cache  # a position names one checkpoint for good: read before a tamper breaks the list
@@ -475,8 +522,10 @@ def reproduction(variant, workflow, evidence) -> str | None:
             f"graph = {build.__name__}({saver.expr})"]
     pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
     parts = [State] if options["api"] == "graph" and not pydantic else []
-    readers = [f for f in (corrupt, forge, forge_results, corrupt_in_memory, forge_in_memory,
-                          forge_results_in_memory, checkpoint, outcome, read_state)
+    readers = [f for f in (corrupt, forge, forge_results, delete_interrupt, add_interrupt,
+                          corrupt_in_memory, forge_in_memory, forge_results_in_memory,
+                          delete_interrupt_in_memory, add_interrupt_in_memory, checkpoint,
+                          outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")]
     # A position names one checkpoint for good, unless a tamper breaks the thread's list:
@@ -498,7 +547,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     return Script(
         header=header("LangGraph", description, evidence, pins(evidence, PINNED + saver.pinned)),
         imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates),
-                         saver=saver.imports),
+                         saver=saver.imports, forges_asks="add_interrupt" in calls),
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
@@ -506,6 +555,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
         stdlib=saver.stdlib
         + (("multiprocessing",) if forced else ())
         + (("functools",) if cached else ())
+        + (("uuid",) if "add_interrupt" in calls else ())  # the forged interrupt's task id
         + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
         lean=True,
         raise_passes=True,  # a node's (a @task's) exception reaches invoke()'s caller as it is
@@ -626,7 +676,8 @@ def _saver_imports(kind: str) -> tuple:
             "sqlite": ("from langgraph.checkpoint.sqlite import SqliteSaver",)}[kind]
 
 
-def _imports(options, command: bool, asks: bool = True, saver: tuple = ()) -> tuple:
+def _imports(options, command: bool, asks: bool = True, saver: tuple = (),
+             forges_asks: bool = False) -> tuple:
     out = []
     if options["api"] == "graph" and options.get("state", "typed") == "pydantic":
         out = ["from typing import Annotated, Literal",
@@ -638,7 +689,8 @@ def _imports(options, command: bool, asks: bool = True, saver: tuple = ()) -> tu
     else:
         out += ["from langgraph.func import entrypoint, task"]
     out += list(saver)
-    types = [*(["Command"] if command else []), *(["interrupt"] if asks else [])]
+    types = [*(["Command"] if command else []), *(["Interrupt"] if forges_asks else []),
+             *(["interrupt"] if asks else [])]
     if types:
         out.append(f"from langgraph.types import {', '.join(types)}")
     return tuple(out)

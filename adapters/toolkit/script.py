@@ -712,6 +712,19 @@ OUTCOME_WORDS = {"interrupted": "stops at an interrupt", "completed": "runs to t
 TAMPER_WORDS = {"corrupt": "bytes that do not decode",
                 "invalid": "content outside the state schema",
                 "forged": "well-formed content the run never produced"}
+# Where a forgery of one stored part (``Tamper.part``) writes it.
+PART_WORDS = {"pending": ", in the record of which interrupt waits for an answer alone",
+              "done": ", in the tasks marked done (the record of the waiting interrupt made to "
+                      "agree)",
+              "answer": ", in the answer given to task {} (the record of the waiting interrupt "
+                        "made to agree)"}
+
+
+def tamper_words(op) -> str:
+    """What a tamper writes, in a user's words: its kind, and the part a forgery edits alone."""
+    part = getattr(op, "part", None)
+    kind, _, task = (part or "").partition(":")
+    return TAMPER_WORDS.get(getattr(op, "how", ""), "") + PART_WORDS.get(kind, "").format(task)
 
 
 def state_value(view) -> dict | None:
@@ -817,7 +830,7 @@ def op_words(op, observed=None) -> str:
                 f"{getattr(op, 'value', '')!r}, as {thread_label(getattr(op, 'new_thread', ''))}",
         "query": f"Read the state of {thread}",
         "tamper": f"Alter the newest checkpoint of {thread} in the store, not through the API: "
-                  + TAMPER_WORDS.get(getattr(op, "how", ""), ""),
+                  + tamper_words(op),
         "race": f"{len(getattr(op, 'values', ()))} processes resume {thread} at once, with "
                 + " and ".join(map(repr, getattr(op, "values", ()))),
         "stale_resume": f"Resume {thread} with {getattr(op, 'value', '')!r} through the handle "

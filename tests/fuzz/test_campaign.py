@@ -56,3 +56,26 @@ def test_reference_finds_nothing(tmp_path):
     assert result.harness_errors == 0 and result.errors == []  # never a harness error either
     assert result.operations > result.examples  # examples really ran operations
     assert not (tmp_path / "corpus").exists()
+
+
+def test_a_script_generator_that_raises_loses_no_finding_and_is_shown(tmp_path, capsys):
+    """An exception from the adapter's checked-script generator (``reproduction``) is a tool
+    error: the campaign goes on, the finding is kept, its report carries the older script and
+    says what was raised, and the result lists it.  (A LangGraph campaign once died of one, all
+    its remaining variants with it, when the generator read source that had changed on disk.)"""
+    adapter = prepare(resolve("mutant:Replay"))
+
+    def broken(variant, workflow, evidence):
+        raise RuntimeError("generator bug")
+
+    adapter.reproduction = broken
+    adapter.repro_script = lambda variant, workflow, ops: "print('older')\n"
+    options = CampaignOptions(max_examples=300, seed=1, profile="ci", stop_on_finding=True,
+                              mode="inprocess", corpus_dir=tmp_path / "corpus",
+                              reports_dir=tmp_path / "reports", workdir=tmp_path / "work")
+    (result,) = run_campaign(adapter, list(adapter.variants()), options)
+    assert [f.category for f in result.findings] == ["Replay"] and not result.errors
+    (message,) = result.script_errors
+    assert "RuntimeError: generator bug" in message
+    text = open(result.findings[0].report).read()
+    assert "checked generator failed on this finding" in text and "print('older')" in text

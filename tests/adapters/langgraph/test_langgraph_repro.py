@@ -250,3 +250,63 @@ def test_repro_trimming_helpers():
     assert without_effect_log(cut, False).endswith("\nobserve(lambda: body(1))\n")
     assert one_line_classes("class Crash(Exception):\n    pass\nx = 1") == \
         "class Crash(Exception): pass\nx = 1"
+
+
+def _interrupt_gates_line(script: str, steps: int) -> str:
+    """``script``'s first ``steps`` steps, then a line that prints which gates the newest
+    checkpoint's interrupt writes ask for, as the saver returns them (the functional API keeps
+    two writes of one interrupt: the task's and the entrypoint's)."""
+    head = script.split(f"\n# {steps + 1}. ", 1)[0]
+    return head + (
+        "\nsaved = graph.checkpointer.get_tuple({'configurable': {'thread_id': 'run-1'}})"
+        "\nprint(sorted({i.value['task'] for _, channel, v in saved.pending_writes"
+        " if channel == '__interrupt__' for i in v}))\n")
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update"])
+@pytest.mark.parametrize("kind", ["delete", "add"])
+def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, variant, name,
+                                                                      kind, tmp_path):
+    """A forgery of the pending-gate record alone (``Tamper.part="pending"``) gets a short,
+    checked script (it used to fall back to the whole driver: 1,881 lines, unchecked): the
+    interrupt write of the asked gate deleted, or one added for a gate not asked.  The test
+    also runs the script up to its tamper and reads the writes back, so a script whose forgery
+    wrote nothing (and whose check would still see LangGraph run on) fails here."""
+    import ast
+    import subprocess
+    import sys
+
+    from adapters.protocol import CrashAt
+    from fuzz.minimize import session_judge
+    from fuzz.runner import Session, Settings
+    from fuzz.trace import Trace
+    from refmodel import Recover, Resume, Start, Tamper, Workflow
+
+    wf = Workflow(3, frozenset({1, 3}), ("a", "b"))
+    pending = Tamper("t0", how="forged", part="pending")
+    if kind == "delete":  # gate 1 asked; its record deleted
+        ops, step, gate = (Start("t0"), pending, Resume("t0", value="a")), 1, 1
+    else:  # task 2 committed, gate 3 not asked yet (the run died as task 3 began): one added
+        ops, step, gate = (Start("t0"), Resume("t0", value="a", crash=CrashAt(
+            3, "before_effect")), pending, Recover("t0")), 2, 3
+    session = Session(adapter, variant(name), settings=Settings())
+    try:
+        judged = session_judge(session)(Trace(wf, ops, target="langgraph", variant=name))
+    finally:
+        session.close()
+    assert judged is not None and judged.key == ("InvalidPersist", "CV", "✗"), judged
+    repro = reprocheck.reproduce(adapter, variant(name), judged.trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert f"{kind}_interrupt" in repro.script and repro.lines <= 80, repro.script
+    assert "in the record of which interrupt waits for an answer alone" in repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)
+    asked = []  # the gates asked, before and after the tamper
+    for upto in (step, step + 1):
+        (tmp_path / "cut.py").write_text(_interrupt_gates_line(repro.script, upto))
+        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        asked.append(out.stdout.strip().splitlines()[-1])
+    # (an answered gate's writes stay in the functional API's checkpoint: only this gate counts)
+    before, after = (gate in ast.literal_eval(line) for line in asked)
+    assert (before, after) == ((True, False) if kind == "delete" else (False, True)), asked
