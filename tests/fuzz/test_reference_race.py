@@ -44,8 +44,10 @@ def test_a_race_after_a_sigkill_in_flight_has_exactly_one_winner(tmp_path):
     assert not lost, f"{len(lost)}/{TRIALS} races had other than one winner: {lost[:3]}"
 
 
-def _claim_in_child(workdir, workflow, hold, results, name):
-    """Claim interrupt 1 of t0; ``hold``: pause inside the check, holding the claim lock."""
+def _claim_in_child(workdir, workflow, hold, results, name, linger=None):
+    """Claim interrupt 1 of t0; ``hold``: pause inside the check, holding the claim lock;
+    ``linger``: stay alive, holding the claim, until it is set (a holder that exited is dead,
+    and a dead holder's claim is taken over: that is the store's rule, not the race)."""
     if hold is not None:
         entered, release = hold
         real = store_module._holds
@@ -61,6 +63,8 @@ def _claim_in_child(workdir, workflow, hold, results, name):
         results.put((name, "won"))
     except Refused as exc:
         results.put((name, f"refused: {exc}"))
+    if linger is not None:
+        linger.wait(60)
 
 
 def test_the_claim_takeover_is_one_step(tmp_path):
@@ -71,9 +75,12 @@ def test_the_claim_takeover_is_one_step(tmp_path):
     Store(tmp_path, workflow)
     (tmp_path / "t0.claim-1").write_text("999999999 0")  # no such process
     ctx = multiprocess.get_context("fork")
-    entered, release, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    entered, release, results, linger = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Event()
+    # A stays alive until B has decided: under load B may reach the lock only after A would
+    # have exited, and then A's claim is a dead holder's, which B rightly takes over (seen once
+    # in a run beside a campaign and an install on the two cores, 2026-12-05).
     a = ctx.Process(target=_claim_in_child,
-                    args=(str(tmp_path), workflow, (entered, release), results, "A"))
+                    args=(str(tmp_path), workflow, (entered, release), results, "A", linger))
     a.start()
     assert entered.wait(60)
     b = ctx.Process(target=_claim_in_child, args=(str(tmp_path), workflow, None, results, "B"))
@@ -81,8 +88,9 @@ def test_the_claim_takeover_is_one_step(tmp_path):
     b.join(2)  # a bound, not a schedule: B finishing now, while A is paused, would be the bug
     early = results.get(timeout=1) if not results.empty() else None
     release.set()
-    a.join(60)
     b.join(60)
+    linger.set()
+    a.join(60)
     got = dict([early] if early else [])
     while len(got) < 2:
         name, what = results.get(timeout=60)
