@@ -90,6 +90,14 @@ class World:
 Alternative = tuple  # (Observation, World)
 
 
+
+def _leads_to(earlier: Durable, later: Durable) -> bool:
+    """Whether a run can pass through ``earlier`` on its way to ``later``: its done list a
+    prefix, its answers a part."""
+    return (later.done[: len(earlier.done)] == earlier.done
+            and set(earlier.answers) <= set(later.answers))
+
+
 class Model:
     """The reference semantics of CONTRACT.md for one workflow, optionally with a mutant switch."""
 
@@ -347,7 +355,15 @@ class Model:
         if thread is None or state is None or not state.is_valid(self.workflow):
             return canonical
         durable = Durable(tuple(state.done), tuple(state.answers), state.pending)
-        checkpoints = dict(thread.gate_checkpoints)
+        # The gates asked before this op (for a fork, its source's up to the fork's gate) stay
+        # addressable; one the canonical run asked on the way only if the observed branch went
+        # that way too (its state leads to the observed one): a gate the target never reached
+        # is no checkpoint a later fork can address.
+        before = world.get(name)
+        prior = ({g for g, _ in before.gate_checkpoints} if before is not None else
+                 {g for g, _ in thread.gate_checkpoints if isinstance(op, Fork) and g <= op.gate})
+        checkpoints = {g: c for g, c in thread.gate_checkpoints
+                       if g in prior or _leads_to(c, durable)}
         if durable.pending is not None:
             checkpoints[durable.pending] = durable
         crash = getattr(op, "crash", None)

@@ -98,7 +98,9 @@ class LangGraphCase(Case):
 
     def tamper(self, thread: str, how: str, part: str | None = None) -> None:
         forged, asked = None, None
-        if how == "forged":
+        if self.spec["tamper"] in tampering.TRUNCATIONS and self.table.get(tampering.TRUNCATED):
+            pass  # the file is gone: nothing to read for a forgery (tamper.tamper truncates again)
+        elif how == "forged":
             view = self.query(thread)
             durable = Durable(view.done, view.answers, view.pending)
             result = forge(self.workflow, durable, part)
@@ -120,6 +122,9 @@ class LangGraphCase(Case):
         ``add_interrupt``), as ``tamper.tamper`` does; not another saver, a truncation of the
         file nor the drop of the newest checkpoint."""
         d, sources = self.driver, ["<unknown: not expressible in a script>"]
+        if self.spec["tamper"] in tampering.TRUNCATIONS:  # a truncation: never in a script
+            d.record(sources[0])
+            return
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
         if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "memory") \
                 and not tampering.rewrites_whole(how, self.spec["tamper"]):

@@ -42,6 +42,9 @@ INTERRUPT, ERROR, RESUME, SCHEDULED, RETURN, END = (
     "__interrupt__", "__error__", "__resume__", "__scheduled__", "__return__", "__end__",
 )
 NOT_A_RESULT = {INTERRUPT, ERROR, RESUME, SCHEDULED}
+# The side table's mark of a store whose file a truncation destroyed (``tamper.truncate_sqlite``):
+# no checkpoint is left to read, edit or forge, for any thread.
+TRUNCATED = "store:truncated"
 
 
 class Box:
@@ -387,9 +390,17 @@ class Driver:
         A forgery of the tip's pending record (or of its done list, made to agree) deletes the
         interrupt writes the lookup finds a gate by, and the contract's fork still addresses
         that checkpoint: a client that kept the checkpoint id its question was asked at forks
-        from there, and LangGraph refuses the forged checkpoint or runs on it."""
-        info, tip = self._info(h), self.tip(h)
-        return tip if info and tip is not None and info.get("tampered") == tip else None
+        from there, and LangGraph refuses the forged checkpoint or runs on it.  So it does when
+        the tampered checkpoint is gone from the store: dropped (``drophead``), or lost with
+        every other to a truncation of the whole file (``trunc*``; ``tamper.keep_tips`` kept
+        each thread's tip then)."""
+        info = self._info(h)
+        kept = info.get("tampered") if info else None
+        if kept is None:
+            return None
+        rows = self.store.rows(info["lg"])
+        gone = kept not in {row.checkpoint_id for row in rows}
+        return kept if gone or self.tip(h, rows) == kept else None
 
     def gate_checkpoint(self, h: str, gate: int) -> str | None:
         """The newest checkpoint in ``h``'s lineage at which ``gate`` raised an interrupt."""

@@ -48,6 +48,7 @@ def invalid_content(done: list, answers: dict) -> tuple[list, dict]:
 
 
 TRUNCATIONS = ("trunchalf", "trunczero")
+TRUNCATED = drv.TRUNCATED
 
 
 def rewrites_whole(how: str, method: str) -> bool:
@@ -67,6 +68,12 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     record: deleted, or one added for a gate that was not asked), ``"done"`` / ``"answer:<t>"``
     write the state and make the interrupt writes agree with the forged ``pending``."""
     store = driver.store
+    if method in TRUNCATIONS and driver.table.get(TRUNCATED):
+        # A truncation destroyed the file already (the model's reach "store": every thread is
+        # damaged from then on): nothing is left to edit or forge, and the one damage left to
+        # do is the variant's own, again.  Reading first would be the harness failing.
+        keep_tips(driver)
+        return truncate_sqlite(store, half=method == "trunchalf") + " (truncated before)"
     info = driver.table.get(drv._key(h))
     tip = driver.tip(h)
     if info is None or tip is None:
@@ -80,6 +87,8 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     raw = RAW[store.kind](store)
     if rewrites_whole(how, method):
         if how == "corrupt":
+            keep_tips(driver)
+            driver.table.set(TRUNCATED, True)
             return truncate_sqlite(store, half=method == "trunchalf")
         raw.drop(lg, tip)
         return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"
@@ -100,6 +109,20 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
         done, answers = forged
     write_state(driver, raw, lg, tip, list(done), dict(answers))
     return f"{how}: checkpoint {tip} now reads done={list(done)!r} answers={dict(answers)!r}"
+
+
+def keep_tips(driver) -> None:
+    """Before a truncation: every thread's tip, as the client that ran it keeps its id (the
+    side table's ``tampered``), for a later fork to address (``Driver.tampered_source``); a
+    thread whose rows cannot be read any more keeps what it had."""
+    for key, info in driver.table.load().items():
+        if key.startswith("thread:") and isinstance(info, dict):
+            try:
+                tip = driver.tip(key.split(":", 1)[1])
+            except Exception:  # noqa: BLE001 - a file an earlier truncation left malformed
+                continue
+            if tip is not None:
+                driver.table.set(key, {**info, "tampered": tip})
 
 
 def set_pending(raw, lg: str, cid: str, pending, current) -> str:
@@ -164,7 +187,10 @@ def truncate_sqlite(store, *, half: bool) -> str:
     if store.kind != "sqlite":
         raise drv.LostTrack("truncation applies to the SQLite store only")
     conn = store.inner.conn
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.DatabaseError:  # truncated before: a malformed file has no log to fold
+        pass
     conn.close()
     size = os.path.getsize(store.path)
     keep = size // 2 if half else 0

@@ -163,3 +163,30 @@ def test_relabel_keeps_the_witness_the_corpus_already_has(tmp_path):
     assert there.read_text() == "the entry as the corpus has it"
     assert "already in the corpus" in trials[0].detail
 
+
+
+def test_an_adopted_fork_keeps_only_the_gates_its_branch_reached():
+    """A fork that deviates (documented) and dies before the gate its canonical run would have
+    asked: after adopting what the framework persisted, that gate is no checkpoint of the branch,
+    so no later fork addresses it (one was generated, and the LangGraph adapter could not find
+    it: a tool error, 1 in 20,412 examples of a campaign, 2026-12-05); the source's gates up to
+    the fork's stay addressable."""
+    import pytest
+
+    from refmodel import Fork, InvalidOperation
+
+    wf = Workflow(3, {2, 3}, ("a", "b"))
+    ignores = Deviation("ForkIgnore", "docs: a fork re-runs from its checkpoint", "fork",
+                        ops=frozenset({"fork"}))
+    model, world = model_for(wf, Capabilities()), World()
+    start = Observation("interrupted", (("t0", 1, None),), StateView.of(wf, [1], {}, 2))
+    world = judge_step(model, world, Start("t0"), start, Capabilities(), [ignores]).world
+    fork = Fork("t0", gate=2, value="a", new_thread="f1",
+                crash=CrashAt(1, "after_commit", "exception"))
+    died = Observation("crashed", (("f1", 1, None),), StateView.of(wf, [1], {}, None))
+    judged = judge_step(model, world, fork, died, Capabilities(), [ignores])
+    assert judged.verdict == "D"
+    assert [g for g, _ in judged.world.get("f1").gate_checkpoints] == [2]
+    with pytest.raises(InvalidOperation):
+        model.step(judged.world, Fork("f1", gate=3, value="a", new_thread="f2"))
+    model.step(judged.world, Fork("f1", gate=2, value="b", new_thread="f2"))  # still there

@@ -202,3 +202,52 @@ def test_a_fork_of_a_tip_whose_pending_record_was_forged_forks_from_that_tip(nam
     except Exception:  # noqa: BLE001 - LangGraph's refusal of the forged checkpoint: a verdict
         outcome = "rejected"
     assert outcome in ("completed", "rejected"), outcome
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update-trunchalf",
+                                  "sqlite-graph-sync-head-update-trunczero"])
+@pytest.mark.parametrize("how, part", [("corrupt", None), ("forged", None), ("invalid", None),
+                                       ("forged", "pending")])
+def test_a_tamper_after_a_truncation_truncates_again(name, how, part, variant, open_case,
+                                                     ledger):
+    """Once a truncation destroyed the file, no checkpoint of any thread is left to read, edit
+    or forge: a later tamper (of another thread, of any kind) does the variant's own damage
+    again, where it used to fail reading the file (a tool error that discarded every such
+    example: 7 of about 700 on each of the two variants, 2026-12-05)."""
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    case = open_case(variant(name), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    run_op(case, Start("t1"), 1, ledger)
+    case.tamper("t0", "corrupt")
+    case.tamper("t1", how, part)  # raised DatabaseError or HarnessError before
+    assert "truncated before" in case.log[-1]
+
+
+@pytest.mark.parametrize("name, how", [("sqlite-graph-sync-head-update-trunczero", "corrupt"),
+                                       ("sqlite-graph-sync-head-update-drophead", "forged")])
+def test_a_fork_addresses_the_checkpoint_its_client_kept_when_the_store_lost_it(name, how, variant,
+                                                                             open_case, ledger):
+    """A truncation to zero bytes, or the drop of the newest checkpoint, takes the gate's
+    checkpoint out of the store; a client that kept its id forks from it, and LangGraph answers
+    (a verdict), where the adapter's lookup used to find nothing (a tool error)."""
+    from adapters.protocol import Fork
+    from fuzz.internal.hooks import EngineHooks
+
+    wf = Workflow(2, frozenset({1}), ("a", "b"))
+    case = open_case(variant(name), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    tip = case.driver.tip("t0")
+    case.tamper("t0", how)
+    assert case.driver.gate_checkpoint("t0", 1) is None  # the lookup alone finds nothing
+    assert case.driver.tampered_source("t0") == tip
+    from adapters.langgraph.driver import LostTrack
+    from adapters.protocol import HarnessError
+
+    fork = Fork("t0", gate=1, value="b", new_thread="f1")
+    try:
+        outcome = case.run(fork, EngineHooks(fork, seq=1, branch="f1", ledger=ledger))
+    except (HarnessError, LostTrack):
+        raise  # the tool error this test is about
+    except Exception:  # noqa: BLE001 - LangGraph's own refusal is a verdict too
+        outcome = "rejected"
+    assert outcome in ("completed", "interrupted", "rejected"), outcome
