@@ -90,7 +90,6 @@ class World:
 Alternative = tuple  # (Observation, World)
 
 
-
 def _leads_to(earlier: Durable, later: Durable) -> bool:
     """Whether a run can pass through ``earlier`` on its way to ``later``: its done list a
     prefix, its answers a part."""

@@ -18,15 +18,15 @@ Written for the memory, SQLite and PostgreSQL savers, both API styles, the Typed
 Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
 forged and invalid checkpoints of the SQLite file and of the InMemorySaver (a forgery of the
 functional API writes the ``__end__`` channel of a finished run, the ``@task`` results of an
-unfinished one: ``forge_results``; a forged part, ``Tamper.part``, then makes the pending record
-agree: ``delete_interrupt`` / ``add_interrupt``), out-of-schema outputs and races (a forced race, where
-every racer reads before any writes, holds the racers at a ``multiprocessing.Barrier`` in the
-first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver`` subclass: the interleaving the
-harness forces, with the saver's public extension point).  A twin recovery is written as the
-recovery of the original store, the first of the two the fuzzer runs (the second, on a copy,
-runs after it and cannot change it).  Not (yet): the
-truncation of the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead``
-variants' ways), tampers of a PostgreSQL store or of a custom store; for those the adapter falls
+unfinished one: ``forge_results``; a forged part, ``Tamper.part``, then makes the pending
+record agree: ``delete_interrupt`` / ``add_interrupt``), out-of-schema outputs and races (a
+forced race, where every racer reads before any writes, holds the racers at a
+``multiprocessing.Barrier`` in the first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver``
+subclass: the interleaving the harness forces, with the saver's public extension point).  A
+twin recovery is written as the recovery of the original store, the first of the two the fuzzer
+runs (the second, on a copy, runs after it and cannot change it).  Not (yet): the truncation of
+the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead`` variants' ways),
+tampers of a PostgreSQL store or of a custom store; for those the adapter falls
 back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
 A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
 the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
@@ -249,11 +249,12 @@ def add_interrupt(config, gate):
     """Add, in the SQLite file, a record that gate ``gate`` waits for an answer to a stored
     checkpoint's pending writes: an interrupt write (index -3) of a task LangGraph never ran."""
     where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
-    asked = (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),)
+    asked = graph.checkpointer.serde.dumps_typed(
+        (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),))
     with sqlite3.connect(DB) as db:  # commits at the end
-        db.execute("INSERT INTO writes (thread_id, checkpoint_id, task_id, task_path, idx, channel, "
-                   "type, value) VALUES (?, ?, ?, '~__pregel_pull, forged', -3, '__interrupt__', "
-                   "?, ?)", (*where, str(uuid.uuid4()), *graph.checkpointer.serde.dumps_typed(asked)))
+        db.execute("INSERT INTO writes (thread_id, checkpoint_id, task_id, task_path, idx, "
+                   "channel, type, value) VALUES (?, ?, ?, '~__pregel_pull, forged', -3, "
+                   "'__interrupt__', ?, ?)", (*where, str(uuid.uuid4()), *asked))
 
 
 def corrupt_in_memory(config):

@@ -58,7 +58,7 @@ def test_reference_finds_nothing(tmp_path):
     assert not (tmp_path / "corpus").exists()
 
 
-def test_a_script_generator_that_raises_loses_no_finding_and_is_shown(tmp_path, capsys):
+def test_a_script_generator_that_raises_loses_no_finding_and_is_shown(tmp_path):
     """An exception from the adapter's checked-script generator (``reproduction``) is a tool
     error: the campaign goes on, the finding is kept, its report carries the older script and
     says what was raised, and the result lists it.  (A LangGraph campaign once died of one, all

@@ -230,7 +230,8 @@ def test_a_fork_addresses_the_checkpoint_its_client_kept_when_the_store_lost_it(
     """A truncation to zero bytes, or the drop of the newest checkpoint, takes the gate's
     checkpoint out of the store; a client that kept its id forks from it, and LangGraph answers
     (a verdict), where the adapter's lookup used to find nothing (a tool error)."""
-    from adapters.protocol import Fork
+    from adapters.langgraph.driver import LostTrack
+    from adapters.protocol import Fork, HarnessError
     from fuzz.internal.hooks import EngineHooks
 
     wf = Workflow(2, frozenset({1}), ("a", "b"))
@@ -240,9 +241,6 @@ def test_a_fork_addresses_the_checkpoint_its_client_kept_when_the_store_lost_it(
     case.tamper("t0", how)
     assert case.driver.gate_checkpoint("t0", 1) is None  # the lookup alone finds nothing
     assert case.driver.tampered_source("t0") == tip
-    from adapters.langgraph.driver import LostTrack
-    from adapters.protocol import HarnessError
-
     fork = Fork("t0", gate=1, value="b", new_thread="f1")
     try:
         outcome = case.run(fork, EngineHooks(fork, seq=1, branch="f1", ledger=ledger))
