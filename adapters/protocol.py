@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -656,6 +657,20 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
+def copy_apart(pairs) -> None:
+    """Copy each ``(src, dest)`` byte for byte in a child process (``cp``), never in this one.
+
+    Closing any descriptor of a file drops every POSIX advisory lock the closing process holds
+    on it.  A store's SQLite connection open in this process holds its locks on the database
+    and its ``-shm``: a copy made here (``shutil.copyfile`` opens and closes both) would drop
+    them unseen, and the next connection of another process to close takes itself for the
+    last one, checkpoints and deletes the WAL under this one, whose later commits no other
+    process ever sees (a twin recovery's copy, then racers, then a SIGKILL: a checkpoint lost,
+    2026-12-05).  A child's closes drop only its own locks."""
+    for src, dest in pairs:
+        subprocess.run(["cp", "--", str(src), str(dest)], check=True)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file.
 
@@ -686,12 +701,20 @@ def copy_files(src: Path, dest: Path) -> None:
     copies may disagree as two restores would."""
     src, dest = Path(src), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    files: list = []  # copied by one cp, in a child (``copy_apart``), in the order read
     for entry in os.scandir(src):  # directory order, as cp -r reads it
-        target = dest / entry.name
         if entry.is_dir(follow_symlinks=False):
-            copy_files(Path(entry.path), target)
+            _cp(files, dest)
+            files = []
+            copy_files(Path(entry.path), dest / entry.name)
         elif entry.is_file(follow_symlinks=False):
-            shutil.copyfile(entry.path, target)
+            files.append(entry.path)
+    _cp(files, dest)
+
+
+def _cp(files: list, dest: Path) -> None:
+    if files:  # cp copies its arguments in order: the copies' times keep the order read
+        subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
 
 
 __all__ = [
@@ -731,6 +754,7 @@ __all__ = [
     "Variant",
     "Workflow",
     "atomic_write_text",
+    "copy_apart",
     "copy_files",
     "forge",
     "forge_parts",

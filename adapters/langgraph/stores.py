@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
+import subprocess
 import tempfile
 import uuid
 from contextlib import nullcontext
@@ -249,8 +249,10 @@ class SqliteStore(Store):
     def clone(self, dest: Path) -> None:
         """Byte-for-byte copy of the database file and its -wal/-shm (no checkpointing first:
         the copy is exactly what a crashed process would have left)."""
-        for path in self.files():
-            shutil.copyfile(path, Path(dest) / path.name)
+        # By cp, in a child: closing the files here would drop this process's SQLite locks and
+        # let another process's connection delete the WAL under ours (adapters.protocol
+        # .copy_apart; this standalone module may not import it).
+        subprocess.run(["cp", "--", *map(str, self.files()), str(dest)], check=True)
 
     def release(self) -> None:
         try:

@@ -8,7 +8,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from adapters.protocol import HarnessError, Refused, Resume, StaleResume
+from adapters.protocol import HarnessError, Refused, Resume, StaleResume, copy_apart
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -62,7 +62,7 @@ def copy_sqlite(path: Path, dest: Path, *, wal: bool) -> None:
             for suffix in ("", "-wal"):
                 src = Path(str(path) + suffix)
                 if src.exists() and (suffix == "" or src.stat().st_size > 0):
-                    shutil.copyfile(src, dest / src.name)
+                    copy_apart([(src, dest / src.name)])  # this process's locks kept
         finally:
             conn.execute("ROLLBACK")
     finally:

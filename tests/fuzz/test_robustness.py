@@ -160,3 +160,49 @@ def test_a_session_removes_its_temp_folder(tmp_path, monkeypatch):
     with Session(adapter, adapter.variants()[0], settings=Settings()) as session:
         assert session.root.parent == tmp_path and session.root.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def _wal_after_a_copy(tmp_path, copy) -> tuple:
+    """An open WAL connection here; ``copy`` copies the database, its -wal and -shm; another
+    process then opens and closes the database; this connection commits one row more.  Returns
+    whether the -wal survived the other process's close, and the rows a new process sees."""
+    import sqlite3
+
+    db = tmp_path / "s.sqlite"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=wal")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    dest = tmp_path / "copy"
+    dest.mkdir()
+    copy([(p, dest / p.name) for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"))])
+    read = f"import sqlite3; print(sqlite3.connect({str(db)!r}).execute('SELECT count(*) FROM t').fetchone()[0])"
+    subprocess.run([sys.executable, "-c", read], check=True, capture_output=True)
+    survived = Path(f"{db}-wal").exists()
+    conn.execute("INSERT INTO t VALUES (2)")
+    conn.commit()
+    seen = subprocess.run([sys.executable, "-c", read], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    conn.close()
+    return survived, seen
+
+
+def test_a_store_copy_keeps_this_processs_sqlite_locks(tmp_path):
+    """A twin recovery copies the store while the case's connection is open.  Copied here, the
+    closes drop that connection's POSIX locks: another process's connection then takes itself
+    for the last, checkpoints and deletes the WAL, and the row committed after it is seen by no
+    other process (a checkpoint lost in a campaign: a race and a SIGKILL after a twin recovery,
+    2026-12-05).  ``copy_apart`` copies in a child, whose closes drop only its own locks."""
+    import shutil
+
+    from adapters.protocol import copy_apart
+
+    def in_process(pairs):
+        for src, dest in pairs:
+            shutil.copyfile(src, dest)
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "apart").mkdir()
+    assert _wal_after_a_copy(tmp_path / "here", in_process) == (False, "1")  # the hazard
+    assert _wal_after_a_copy(tmp_path / "apart", copy_apart) == (True, "2")

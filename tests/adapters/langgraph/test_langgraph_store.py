@@ -249,3 +249,27 @@ def test_a_fork_addresses_the_checkpoint_its_client_kept_when_the_store_lost_it(
     except Exception:  # noqa: BLE001 - LangGraph's own refusal is a verdict too
         outcome = "rejected"
     assert outcome in ("completed", "interrupted", "rejected"), outcome
+
+
+def test_a_clone_leaves_the_case_connection_its_locks(variant, open_case, ledger, tmp_path):
+    """``clone_store`` (a twin recovery's copy) runs beside the case's open SqliteSaver
+    connection.  Copied in this process, the copy's closes dropped that connection's locks: the
+    next process to close a connection deleted the WAL under it, and a thread started after it
+    was seen by no other process (t1 read back as never started after a SIGKILL, 9 of 10
+    replays).  The copy is made by ``cp`` in a child now."""
+    import subprocess
+    import sys
+
+    case = open_case(variant("sqlite-graph-sync-head-update"), Workflow(1, frozenset({1}),
+                                                                        ("a", "b")))
+    run_op(case, Start("t0"), 0, ledger)
+    (tmp_path / "twin").mkdir()
+    case.clone_store(tmp_path / "twin")
+    threads = (f"import sqlite3; c = sqlite3.connect({str(case.store.path)!r}); "
+               "print(sorted({t for (t,) in c.execute('SELECT thread_id FROM checkpoints')})); "
+               "c.close()")
+    subprocess.run([sys.executable, "-c", threads], check=True, capture_output=True)
+    run_op(case, Start("t1"), 1, ledger)
+    seen = subprocess.run([sys.executable, "-c", threads], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    assert seen == "['t0', 't1']"
