@@ -15,8 +15,8 @@ when it does not decode).
 from __future__ import annotations
 
 import os
-import subprocess
 import sqlite3
+import subprocess
 import tempfile
 from pathlib import Path
 

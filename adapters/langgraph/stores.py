@@ -252,7 +252,9 @@ class SqliteStore(Store):
         # By cp, in a child: closing the files here would drop this process's SQLite locks and
         # let another process's connection delete the WAL under ours (adapters.protocol
         # .copy_apart; this standalone module may not import it).
-        subprocess.run(["cp", "--", *map(str, self.files()), str(dest)], check=True)
+        files = [str(path) for path in self.files()]
+        if files:
+            subprocess.run(["cp", "--", *files, str(dest)], check=True)
 
     def release(self) -> None:
         try:
