@@ -657,8 +657,9 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def copy_apart(pairs) -> None:
-    """Copy each ``(src, dest)`` byte for byte in a child process (``cp``), never in this one.
+def copy_apart(files, dest: Path) -> None:
+    """Copy ``files`` byte for byte, in that order, into directory ``dest`` by one ``cp`` in a
+    child process, never in this one.
 
     Closing any descriptor of a file drops every POSIX advisory lock the closing process holds
     on it.  A store's SQLite connection open in this process holds its locks on the database
@@ -667,8 +668,8 @@ def copy_apart(pairs) -> None:
     last one, checkpoints and deletes the WAL under this one, whose later commits no other
     process ever sees (a twin recovery's copy, then racers, then a SIGKILL: a checkpoint lost,
     2026-12-05).  A child's closes drop only its own locks."""
-    for src, dest in pairs:
-        subprocess.run(["cp", "--", str(src), str(dest)], check=True)
+    if files:  # cp copies its arguments in order: the copies' times keep that order
+        subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -701,20 +702,15 @@ def copy_files(src: Path, dest: Path) -> None:
     copies may disagree as two restores would."""
     src, dest = Path(src), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    files: list = []  # copied by one cp, in a child (``copy_apart``), in the order read
+    files: list = []  # copied together, in the order read
     for entry in os.scandir(src):  # directory order, as cp -r reads it
         if entry.is_dir(follow_symlinks=False):
-            _cp(files, dest)
+            copy_apart(files, dest)
             files = []
             copy_files(Path(entry.path), dest / entry.name)
         elif entry.is_file(follow_symlinks=False):
             files.append(entry.path)
-    _cp(files, dest)
-
-
-def _cp(files: list, dest: Path) -> None:
-    if files:  # cp copies its arguments in order: the copies' times keep the order read
-        subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
+    copy_apart(files, dest)
 
 
 __all__ = [

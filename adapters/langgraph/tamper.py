@@ -48,7 +48,11 @@ def invalid_content(done: list, answers: dict) -> tuple[list, dict]:
 
 
 TRUNCATIONS = ("trunchalf", "trunczero")
-TRUNCATED = drv.TRUNCATED
+
+
+def truncated(driver, method: str) -> bool:
+    """Whether a truncation (the variant's ``method``) destroyed the file already."""
+    return method in TRUNCATIONS and bool(driver.table.get(drv.TRUNCATED))
 
 
 def rewrites_whole(how: str, method: str) -> bool:
@@ -68,7 +72,7 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     record: deleted, or one added for a gate that was not asked), ``"done"`` / ``"answer:<t>"``
     write the state and make the interrupt writes agree with the forged ``pending``."""
     store = driver.store
-    if method in TRUNCATIONS and driver.table.get(TRUNCATED):
+    if truncated(driver, method):
         # A truncation destroyed the file already (the model's reach "store": every thread is
         # damaged from then on): nothing is left to edit or forge, and the one damage left to
         # do is the variant's own, again.  Reading first would be the harness failing.
@@ -88,7 +92,7 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     if rewrites_whole(how, method):
         if how == "corrupt":
             keep_tips(driver)
-            driver.table.set(TRUNCATED, True)
+            driver.table.set(drv.TRUNCATED, True)
             return truncate_sqlite(store, half=method == "trunchalf")
         raw.drop(lg, tip)
         return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"

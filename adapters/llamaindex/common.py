@@ -59,10 +59,8 @@ def copy_sqlite(path: Path, dest: Path, *, wal: bool) -> None:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for suffix in ("", "-wal"):
-                src = Path(str(path) + suffix)
-                if src.exists() and (suffix == "" or src.stat().st_size > 0):
-                    copy_apart([(src, dest / src.name)])  # this process's locks kept
+            copy_apart([src for src in (path, Path(f"{path}-wal"))  # this process's locks kept
+                        if src.exists() and (src == path or src.stat().st_size > 0)], dest)
         finally:
             conn.execute("ROLLBACK")
     finally:

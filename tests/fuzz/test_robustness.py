@@ -176,8 +176,9 @@ def _wal_after_a_copy(tmp_path, copy) -> tuple:
     conn.commit()
     dest = tmp_path / "copy"
     dest.mkdir()
-    copy([(p, dest / p.name) for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm"))])
-    read = f"import sqlite3; print(sqlite3.connect({str(db)!r}).execute('SELECT count(*) FROM t').fetchone()[0])"
+    copy([db, Path(f"{db}-wal"), Path(f"{db}-shm")], dest)
+    read = (f"import sqlite3; print(sqlite3.connect({str(db)!r})"
+            ".execute('SELECT count(*) FROM t').fetchone()[0])")
     subprocess.run([sys.executable, "-c", read], check=True, capture_output=True)
     survived = Path(f"{db}-wal").exists()
     conn.execute("INSERT INTO t VALUES (2)")
@@ -198,9 +199,9 @@ def test_a_store_copy_keeps_this_processs_sqlite_locks(tmp_path):
 
     from adapters.protocol import copy_apart
 
-    def in_process(pairs):
-        for src, dest in pairs:
-            shutil.copyfile(src, dest)
+    def in_process(files, dest):
+        for src in files:
+            shutil.copyfile(src, dest / src.name)
 
     (tmp_path / "here").mkdir()
     (tmp_path / "apart").mkdir()
