@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from refmodel import RULES as _RULES
 from refmodel import (  # re-exported: the vocabulary of the protocol
     CRASH_KINDS,
     PHASES,
@@ -175,15 +176,33 @@ class Deviation:
     # Machine-readable limits of the weakening (empty: no limit).  ``ops``: names of the
     # operations whose divergence it explains; ``after_crash_kinds``: the thread's last crash
     # must be of one of these kinds (``"exception"``, ``"sigkill"``), e.g. a durability mode that
-    # only loses work when the process dies.
+    # only loses work when the process dies.  ``rules``: names of the classification rules
+    # (``refmodel.RULES``, docs/semantics.md "Classification") whose findings it explains, when
+    # the weakening is one way of diverging among several of its category: a category-wide
+    # deviation would turn every other way into a ``D`` as well.
     ops: frozenset = frozenset()
     after_crash_kinds: frozenset = frozenset()
+    rules: frozenset = frozenset()
 
-    def covers(self, category: str, op_name: str, crash_kind: str | None) -> bool:
-        """Does this weakening explain a ``category`` divergence of ``op_name``?"""
+    def __post_init__(self) -> None:
+        # Checked when the adapter builds it: a misspelt rule would cover nothing, and the
+        # weakening would silently stop applying (a D turned into a ✗ nobody asked for).
+        categories = {rule.name: rule.category for rule in _RULES}
+        wrong = sorted(r for r in self.rules if categories.get(r) != self.category)
+        if wrong:
+            raise ValueError(
+                f"Deviation({self.category!r}).rules: {wrong} name no classification rule of "
+                f"that category (refmodel.RULES: "
+                f"{sorted(n for n, c in categories.items() if c == self.category)})")
+
+    def covers(self, category: str, op_name: str, crash_kind: str | None,
+               rule: str = "") -> bool:
+        """Does this weakening explain a ``category`` divergence of ``op_name``, named by the
+        classification rule ``rule``?"""
         return (category == self.category
                 and (not self.ops or op_name in self.ops)
-                and (not self.after_crash_kinds or crash_kind in self.after_crash_kinds))
+                and (not self.after_crash_kinds or crash_kind in self.after_crash_kinds)
+                and (not self.rules or rule in self.rules))
 
 
 # =================================================================================================

@@ -929,8 +929,8 @@ def _targets(args) -> int:
             "operations": _expressed(adapter.capabilities(v)),
             "not_expressible": dict(adapter.capabilities(v).not_expressible),
             "stale_handle": adapter.capabilities(v).stale_handle,
-            "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
-                           for d in adapter.deviations(v)],
+            "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope,
+                            **_limits(d)} for d in adapter.deviations(v)],
         } for v in adapter.variants()]}, indent=2, ensure_ascii=False))
         return 0
     for variant in adapter.variants():
@@ -942,8 +942,17 @@ def _targets(args) -> int:
         for op, why in sorted(caps.not_expressible.items()):
             print(f"  n/a {op}: {why}")
         for d in adapter.deviations(variant):
-            print(f"  D {d.category}: {d.scope} ({d.citation})")
+            limits = "; ".join(f"{k}: {', '.join(v)}" for k, v in _limits(d).items())
+            print(f"  D {d.category}{f' [{limits}]' if limits else ''}: {d.scope} ({d.citation})")
     return 0
+
+
+def _limits(deviation) -> dict:
+    """A deviation's machine-readable limits (``Deviation.ops``, ``after_crash_kinds``,
+    ``rules``), the non-empty ones, sorted."""
+    fields = {"ops": deviation.ops, "after_crash_kinds": deviation.after_crash_kinds,
+              "rules": deviation.rules}
+    return {k: sorted(v) for k, v in fields.items() if v}
 
 
 def _expressed(caps) -> list:

@@ -97,7 +97,8 @@ def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=N
         after = next(w for o, w in alternatives if o.same_as(observed))
         return Judgement(allowed, None, None, "", after)
     kind = crash_kind_of(world, op, observed)
-    deviation = next((d for d in deviations if d.covers(divergence.category, op.name, kind)), None)
+    deviation = next((d for d in deviations
+                      if d.covers(divergence.category, op.name, kind, divergence.rule)), None)
     if deviation is None:
         return Judgement(allowed, divergence, "✗", "", alternatives[0][1])
     return Judgement(allowed, divergence, "D", deviation.citation,

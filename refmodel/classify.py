@@ -16,29 +16,32 @@ The table, in order (docs/semantics.md, "Classification" restates it with the re
  2      recovery-refires-completed       Replay            §5 Replay (R1); also a crash point
                                                            that fires at a completed task
  3      fork-kept-another-value          ForkIgnore        §5 ForkIgnore (R2), §4 FD
- 4      fork-never-consumed              ForkIgnore        §5 ForkIgnore (R2), §4 FD
- 5      recovery-ignores-fork-value      ForkIgnore        §5 ForkIgnore (R2), §4 FD
- 6      bad-output-accepted              InvalidPersist    §2 BadOutput, §5 InvalidPersist (R3)
- 7      invalid-state-persisted          InvalidPersist    §4 CV, §5 InvalidPersist (R3)
- 8      twin-copies-differ               NondetRecovery    §5 NondetRecovery (R4), §4 RD
- 9      stale-handle-consumed-again      DoubleConsume     §2 stale handle; §5 DoubleConsume (R5)
- 10     consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
- 11     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
+ 4      fork-answered-earlier-gate       ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 5      fork-never-consumed              ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 6      fork-gate-not-run                ForkIgnore        §5 ForkIgnore (R2), §4 FD (the gate's
+                                                           effect in the new branch)
+ 7      recovery-ignores-fork-value      ForkIgnore        §5 ForkIgnore (R2), §4 FD
+ 8      bad-output-accepted              InvalidPersist    §2 BadOutput, §5 InvalidPersist (R3)
+ 9      invalid-state-persisted          InvalidPersist    §4 CV, §5 InvalidPersist (R3)
+ 10     twin-copies-differ               NondetRecovery    §5 NondetRecovery (R4), §4 RD
+ 11     stale-handle-consumed-again      DoubleConsume     §2 stale handle; §5 DoubleConsume (R5)
+ 12     consumed-gate-fires-again        DoubleConsume     §5 DoubleConsume (R5), §4 CO
+ 13     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
                                                            to one gate answers another, or is
                                                            consumed again by a later op
- 12     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9); also a crash
+ 14     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9); also a crash
                                                            point that fires at a completed task
- 13     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
- 14     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
- 15     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
- 16     answer-dropped-after-crash       Stuck             §4 LV, §5 Stuck (R6); §3: asking
+ 15     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
+ 16     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
+ 17     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
+ 18     answer-dropped-after-crash       Stuck             §4 LV, §5 Stuck (R6); §3: asking
                                                            again is the crash's outcome, the
                                                            answer given after it is consumed
- 17     pending-gate-refused             Stuck             §2 resume; §4 LV, §5 Stuck (R6):
+ 19     pending-gate-refused             Stuck             §2 resume; §4 LV, §5 Stuck (R6):
                                                            refused, on an undamaged thread
- 18     state-differs                    StateMismatch     §3-4 PC (done list, answers)
- 19     completed-work-lost              StateMismatch     §4 PC (the durable prefix)
- 20     unexplained                      Unclassified      §5 Unclassified
+ 20     state-differs                    StateMismatch     §3-4 PC (done list, answers)
+ 21     completed-work-lost              StateMismatch     §4 PC (the durable prefix)
+ 22     unexplained                      Unclassified      §5 Unclassified
 =====  ===============================  ================  =========================================
 """
 
@@ -167,6 +170,10 @@ def _fork_kept_another_value(ctx: Context) -> str | None:
         return None
     other = [v for t, v in ctx.fired if t == op.gate and v != op.value]
     kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
+    # A refused fork made no branch: the state it reports is the source's, whose answer it did
+    # not keep (rule 5 names it, "never consumed ... (refused)").
+    if ctx.observed.outcome == "rejected":
+        kept = None
     if other or (kept is not None and kept != op.value):
         return f"fork with {op.value!r} at gate {op.gate} got {other[0] if other else kept!r}"
     return None
@@ -185,6 +192,49 @@ def _fork_never_consumed(ctx: Context) -> str | None:
         refused = " (refused)" if ctx.observed.outcome == "rejected" else ""
         return f"fork with {op.value!r} at gate {op.gate} never consumed it{refused}"
     return None
+
+
+def _fork_answered_earlier_gate(ctx: Context) -> str | None:
+    # The fork's value went to a gate before the forked one: that earlier gate ran again in the
+    # new branch, asked again, and took the value; the forked gate never consumed it.  Its own
+    # rule, not only "never consumed", because it is a scope a framework can document (LangGraph's
+    # functional API re-runs the tasks before a forked gate) and an adapter can declare it by name
+    # (``Deviation.rules``) without covering every other way a fork ignores its value.
+    op, canonical = ctx.op, ctx.canonical
+    if not isinstance(op, Fork) or canonical is None or ctx.observed.outcome == "rejected":
+        return None
+    expected = {t for b, t, _ in canonical.effects if b == ctx.branch}
+    fired = ctx.fired
+    earlier = sorted({t for t, v in fired if t in ctx.model.workflow.gates and t < op.gate
+                      and v == op.value and t not in expected})
+    if earlier and op.gate in expected and not any(t == op.gate for t, _ in fired):
+        return (f"fork with {op.value!r} at gate {op.gate}: gate {earlier[0]} asked again in the "
+                f"new branch and took the value; gate {op.gate} never consumed it")
+    return None
+
+
+def _fork_gate_not_run(ctx: Context) -> str | None:
+    # The new branch records the fork's value at the gate, yet the gate never ran there: its
+    # effect did not fire where the reference fires it (CONTRACT §4 FD: the fork "fires e_gate(v)
+    # in the new branch").  Met on LangGraph: a run at the fork's checkpoint had completed the
+    # gate and crashed later, and the fork took that run's cached result instead of running the
+    # gate (a retry of the source, not a new branch).
+    op, canonical = ctx.op, ctx.canonical
+    if not isinstance(op, Fork) or canonical is None or ctx.observed.outcome == "rejected":
+        return None
+    state = ctx.observed.state
+    expected = any(b == ctx.branch and t == op.gate for b, t, _ in canonical.effects)
+    if (not expected or state is None or state.answer(op.gate) != op.value
+            or any(t == op.gate for t, _ in ctx.fired)):
+        return None
+    if any(t in ctx.model.workflow.gates and v == op.value for t, v in ctx.fired):
+        return None  # the value answered another gate: rule 4 (earlier) or 13 (one never reached)
+    detail = (f"fork with {op.value!r} at gate {op.gate}: the new branch records {op.value!r} "
+              f"but the gate never ran there (e{op.gate}({op.value!r}) did not fire in it)")
+    if any((op.thread, op.gate, op.value) in _step(step)[1].effects for step in ctx.history):
+        detail += (f"; e{op.gate}({op.value!r}) fired earlier on {op.thread}: the branch took "
+                   "that run's result")
+    return detail
 
 
 def _creating_fork(ctx: Context) -> Fork | None:
@@ -398,9 +448,9 @@ def _crash_elsewhere(ctx: Context) -> str | None:
 
 
 def _pending_gate_refused(ctx: Context) -> str | None:
-    # Rule 15 without a crash of the thread: answering the gate an undamaged thread has pending
+    # Rule 17 without a crash of the thread: answering the gate an undamaged thread has pending
     # is refused before anything runs, where the contract allows no refusal (section 2: resume
-    # consumes it).  Like a hang (rule 14), the thread cannot go on (LlamaIndex's server: an
+    # consumes it).  Like a hang (rule 16), the thread cannot go on (LlamaIndex's server: an
     # idle handler's run was garbage-collected, send_event finds "No active workflow").
     op, thread, canonical = ctx.op, ctx.thread, ctx.canonical
     if not isinstance(op, Resume | Race) or thread is None or thread.durable.pending is None:
@@ -431,7 +481,7 @@ def _state_differs(ctx: Context) -> str | None:
 
 def _completed_work_lost(ctx: Context) -> str | None:
     # The persisted state dropped tasks of the durable prefix that every allowed outcome keeps,
-    # with the op's labels differing too (so rule 18 does not see it): pydantic-graph's docs
+    # with the op's labels differing too (so rule 20 does not see it): pydantic-graph's docs
     # idiom on a finished run, where load_next() finds nothing and a fresh run replaces it.
     state = ctx.observed.state
     if state is None or not ctx.done or isinstance(ctx.op, Fork) or ctx.canonical is None:
@@ -456,8 +506,12 @@ RULES: tuple[Rule, ...] = (
          _recovery_refires_completed),
     Rule("fork-kept-another-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
          _fork_kept_another_value),
+    Rule("fork-answered-earlier-gate", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
+         _fork_answered_earlier_gate),
     Rule("fork-never-consumed", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
          _fork_never_consumed),
+    Rule("fork-gate-not-run", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD (fires e_gate(v) "
+         "in the new branch)", _fork_gate_not_run),
     Rule("recovery-ignores-fork-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
          _recovery_ignores_fork_value),
     Rule("bad-output-accepted", "InvalidPersist", "CONTRACT §2 BadOutput; §5 InvalidPersist (R3)",

@@ -276,6 +276,10 @@ class LangGraphAdapter(Adapter):
                 "run again (the PrefixReplay deviation), so the earlier gate asks again and the "
                 "fork's value answers it; the forked gate then asks for an answer of its own",
                 ops=frozenset({"fork"}),
+                # That one way only: a fork that keeps a cached result, or is refused, is no
+                # re-execution (sqlite-func-sync-head-command, a Command(resume) at C reusing
+                # the gate's result of a crashed run at C, was a D while this covered them all).
+                rules=frozenset({"fork-answered-earlier-gate"}),
             ))
         if STALE_HANDLES[o["resume"]] is _SNAPSHOT:
             # A checkpoint config held from the pause is LangGraph's time-travel handle: invoking

@@ -119,15 +119,21 @@ class LangGraphCase(Case):
         its ``repro.py`` on the SQLite file, ``*_in_memory`` on the InMemorySaver's dicts), where
         the script can: an ``invalid`` tamper writes its content as a forgery does, a forged part
         its content and then the pending record (``delete_interrupt`` of the gate ``asked``, or
-        ``add_interrupt``), as ``tamper.tamper`` does; not another saver, a truncation of the
-        file nor the drop of the newest checkpoint."""
-        d, sources = self.driver, ["<unknown: not expressible in a script>"]
-        if self.spec["tamper"] in tampering.TRUNCATIONS:  # a truncation: never in a script
-            d.record(sources[0])
+        ``add_interrupt``), as ``tamper.tamper`` does; a truncation of the SQLite file
+        (``truncate``: every tamper once the file was cut) and the drop of the newest
+        checkpoint (``drop``); not another saver."""
+        d, sources, method = self.driver, ["<unknown: not expressible in a script>"], \
+            self.spec["tamper"]
+        if tampering.truncated(d, method) or (how == "corrupt" and method in tampering.TRUNCATIONS):
+            d.record(f"truncate(half={method == 'trunchalf'})")
             return
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
+        if info is not None and tip is not None and self.spec["saver"] == "sqlite" \
+                and how == "forged" and method == "drophead":
+            d.record(f"drop({d.config_src(d._config(thread, info['lg'], tip))})")
+            return
         if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "memory") \
-                and not tampering.rewrites_whole(how, self.spec["tamper"]):
+                and not tampering.rewrites_whole(how, method):
             # The call log must never change what the tamper does: a store these reads cannot
             # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
             # the tamper itself says what it makes of that store.

@@ -269,14 +269,24 @@ class Driver:
 
     def recover(self, h: str, hooks) -> str:
         """``invoke(None)`` on the thread's tip; with nothing persisted, LangGraph would raise
-        ``EmptyInputError``, so the run is started again with its original input."""
+        ``EmptyInputError``, so the run is started again with its original input: a run that
+        died before its first checkpoint.  Not a thread the client saw a checkpoint of (a tamper
+        marked it ``tampered``: the truncated file, the dropped checkpoint): that client resumes
+        what it believes is stored, ``invoke(None)``, and LangGraph's answer is the observation.
+        Starting over there was the adapter's choice, and it once made a ✗ of LangGraph's loud
+        ``EmptyInputError`` (``sqlite-graph-sync-head-update-trunczero``, 2026-12-05)."""
         self._begin(hooks)
         info = self._info(h)
         lg = info["lg"] if info else h
-        if self.tip(h) is None:
+        kept = (info or {}).get("tampered")
+        if self.tip(h) is None and kept is None:
             if not info:
                 self.table.set(_key(h), {"lg": lg, "hint": None})
             return self._invoke(wf.initial_input(self.spec), self._config(h, lg), "input")
+        if self.tip(h) is None and info.get("source"):
+            # A branch shares its LangGraph thread with its source: the bare thread would resume
+            # the source's checkpoint.  Its client names the tip it kept, gone or not.
+            return self._invoke(None, self._config(h, lg, kept), "None")
         lg, config = self._target(h, addressed=False)
         return self._invoke(None, config, "None")
 

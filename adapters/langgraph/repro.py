@@ -24,10 +24,12 @@ forced race, where every racer reads before any writes, holds the racers at a
 ``multiprocessing.Barrier`` in the first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver``
 subclass: the interleaving the harness forces, with the saver's public extension point).  A
 twin recovery is written as the recovery of the original store, the first of the two the fuzzer
-runs (the second, on a copy, runs after it and cannot change it).  Not (yet): the truncation of
-the file and the drop of the newest checkpoint (the ``trunc*`` and ``drophead`` variants' ways),
-tampers of a PostgreSQL store or of a custom store; for those the adapter falls
-back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
+runs (the second, on a copy, runs after it and cannot change it).  The ``trunc*`` variants'
+truncation of the SQLite file is ``truncate`` (the application down while the file is cut, then
+opened anew, as the harness reopens its store), the ``drophead`` variant's forgery ``drop`` (the
+newest checkpoint and its writes deleted).  Not (yet): tampers of a PostgreSQL store or of a
+custom store; for those the adapter falls back to the older unchecked script
+(``repro_legacy.py``), and the report says so at the top.
 A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
 the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
 event loop of the script's (``run(graph.ainvoke(...))``); a factory that declares no
@@ -255,6 +257,33 @@ def add_interrupt(config, gate):
         db.execute("INSERT INTO writes (thread_id, checkpoint_id, task_id, task_path, idx, "
                    "channel, type, value) VALUES (?, ?, ?, '~__pregel_pull, forged', -3, "
                    "'__interrupt__', ?, ?)", (*where, str(uuid.uuid4()), *asked))
+
+
+def drop(config):
+    """Delete, in the SQLite file, a stored checkpoint and its pending writes: the thread rolls
+    back to the checkpoint before it, as if the newest one had never been written."""
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    with sqlite3.connect(DB) as db:  # commits at the end
+        db.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?", where)
+        db.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id = ?", where)
+
+
+def truncate(half):
+    """Cut the SQLite file as a torn write or a lost block leaves it, with the application
+    down: its connection folds the write-ahead log into the file and closes, the file is cut to
+    half its size (or to nothing), and the application, started again, opens it anew."""
+    global graph
+    try:
+        graph.checkpointer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.DatabaseError:  # cut before: a malformed file has no log to fold
+        pass
+    graph.checkpointer.conn.close()
+    with open(DB, "r+b") as f:
+        f.truncate(os.path.getsize(DB) // 2 if half else 0)
+    for leftover in (DB + "-wal", DB + "-shm"):
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    graph = build_graph(SqliteSaver(sqlite3.connect(DB, check_same_thread=False)))
 
 
 def corrupt_in_memory(config):
@@ -523,8 +552,8 @@ def reproduction(variant, workflow, evidence) -> str | None:
             f"graph = {build.__name__}({saver.expr})"]
     pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
     parts = [State] if options["api"] == "graph" and not pydantic else []
-    readers = [f for f in (corrupt, forge, forge_results, delete_interrupt, add_interrupt,
-                          corrupt_in_memory, forge_in_memory, forge_results_in_memory,
+    readers = [f for f in (corrupt, drop, truncate, forge, forge_results, delete_interrupt,
+                          add_interrupt, corrupt_in_memory, forge_in_memory, forge_results_in_memory,
                           delete_interrupt_in_memory, add_interrupt_in_memory, checkpoint,
                           outcome, read_state)
                if f.__name__ + "(" in calls
@@ -576,6 +605,8 @@ def _reader_source(f, options, saver: Saver, cached: bool, state_src: str) -> st
         return source_as(read_state_of_tasks, "read_state")
     if f is read_state and state_src != "read_state(None)":
         return source_as(read_state_of_snapshot, "read_state")
+    if f is truncate and options["api"] != "graph":
+        return _source(f).replace("build_graph(", "build_entrypoint(")
     return _source(f)
 
 

@@ -196,6 +196,52 @@ def test_deviation_scope_limits_what_it_covers():
     assert Deviation("Replay", "doc", "scope").covers("Replay", "fork", None)
 
 
+def test_a_deviation_limited_to_rules_covers_only_the_findings_they_name():
+    from adapters.protocol import Deviation
+
+    d = Deviation("ForkIgnore", "doc", "scope", ops=frozenset({"fork"}),
+                  rules=frozenset({"fork-answered-earlier-gate"}))
+    assert d.covers("ForkIgnore", "fork", None, "fork-answered-earlier-gate")
+    assert not d.covers("ForkIgnore", "fork", None, "fork-never-consumed")
+    assert not d.covers("ForkIgnore", "fork", None, "fork-gate-not-run")
+    assert Deviation("ForkIgnore", "doc", "scope").covers("ForkIgnore", "fork", None,
+                                                         "fork-gate-not-run")
+    # A rule of another category, or a misspelt one, is refused when the adapter builds it:
+    # it would cover nothing, and the weakening would silently stop applying.
+    for wrong in ("recovery-refires-completed", "fork-answered-earlier-gates"):
+        with pytest.raises(ValueError, match="name no classification rule"):
+            Deviation("ForkIgnore", "doc", "scope", rules=frozenset({wrong}))
+
+
+class _LimitedAdapter(ReferenceAdapter):
+    def deviations(self, variant):
+        from adapters.protocol import Deviation
+
+        return [Deviation("ForkIgnore", "doc", "re-runs", ops=frozenset({"fork"}),
+                          rules=frozenset({"fork-answered-earlier-gate"})),
+                Deviation("Replay", "doc", "anything")]
+
+
+def test_targets_shows_each_deviations_limits(monkeypatch, capsys):
+    import json
+    import sys
+    import types
+
+    from fuzz.cli import main
+
+    module = types.ModuleType("rf_test_limited")
+    module.LimitedAdapter = _LimitedAdapter
+    monkeypatch.setitem(sys.modules, "rf_test_limited", module)
+    assert main(["targets", "rf_test_limited:LimitedAdapter"]) == 0
+    text = capsys.readouterr().out
+    assert "D ForkIgnore [ops: fork; rules: fork-answered-earlier-gate]: re-runs" in text
+    assert "D Replay: anything" in text
+    assert main(["targets", "rf_test_limited:LimitedAdapter", "--json"]) == 0
+    limited, unlimited = json.loads(capsys.readouterr().out)["variants"][0]["deviations"]
+    assert (limited["ops"], limited["rules"]) == (["fork"], ["fork-answered-earlier-gate"])
+    assert "rules" not in unlimited and "ops" not in unlimited
+
+
 def test_an_inprocess_case_keeps_its_ledger_in_memory_and_refuses_races(tmp_path):
     adapter = ReferenceAdapter()
     session = Session(adapter, adapter.variants()[0], tmp_path,

@@ -296,13 +296,64 @@ def test_a_refused_fork_whose_source_holds_the_same_answer_is_fork_ignore():
     assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-never-consumed")
 
 
-def test_a_fork_that_records_its_value_without_refusing_is_not_called_unconsumed():
+def test_a_refused_fork_is_never_consumed_whatever_answer_the_source_holds():
+    # LangGraph functional API, -travel: f1 answered 'b'; its fork with 'a' is refused, and the
+    # state read back is f1's own.  The fork kept nothing: it made no branch.
+    model = Model(TWO_GATES)
+    world, _ = walk(model, [Start("t0"), Fork("t0", gate=1, value="b", new_thread="f1")])
+    refused = Observation("rejected", (), view(TWO_GATES, (1,), {1: "b"}, 2))
+    divergence = judge(model, world, Fork("f1", gate=1, value="a", new_thread="f2"), refused)
+    assert divergence.rule == "fork-never-consumed" and "(refused)" in divergence.detail
+    # Not refused, the same state is a branch that kept the source's answer.
+    kept = Observation("interrupted", (), view(TWO_GATES, (1,), {1: "b"}, 2))
+    divergence = judge(model, world, Fork("f1", gate=1, value="a", new_thread="f2"), kept)
+    assert divergence.rule == "fork-kept-another-value"
+
+
+def test_a_fork_that_records_its_value_without_running_its_gate_is_fork_ignore():
     model = Model(TWO_GATES)
     world, _ = walk(model, [Start("t0"), Fork("t0", gate=1, value="a", new_thread="f1")])
-    # Recorded, not refused, no effect: the effect is missing (EO), not the value (FD).
+    fork = Fork("f1", gate=1, value="a", new_thread="f2")
+    # Recorded, not refused, no effect: the value is there, the gate never ran in the branch
+    # (FD: "fires e_gate(v) in the new branch"), so not "never consumed" but rule 6.
     recorded = Observation("interrupted", (), view(TWO_GATES, (1,), {1: "a"}, 2))
-    divergence = judge(model, world, Fork("f1", gate=1, value="a", new_thread="f2"), recorded)
-    assert divergence.rule != "fork-never-consumed"
+    divergence = judge(model, world, fork, recorded)
+    assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-gate-not-run")
+    assert "e1('a') did not fire" in divergence.detail and "earlier" not in divergence.detail
+    # The same observation with the gate's effect in the branch is the allowed one.
+    ran = Observation("interrupted", (("f2", 1, "a"),), view(TWO_GATES, (1,), {1: "a"}, 2))
+    assert judge(model, world, fork, ran) is None
+
+
+def test_a_fork_that_took_the_result_of_an_earlier_run_says_so():
+    # LangGraph's functional API, the Command(resume) fork spelling: a resume at the gate's
+    # checkpoint completed the gate and crashed after task 1; the fork at that checkpoint with
+    # the same value took that run's cached result, and e1 never fired in the new branch.
+    model = Model(Workflow(2, {1}, ("a", "b")))
+    world, history = walk(model, [
+        Start("t0"), Resume("t0", value="a", crash=CrashAt(1, "after_commit", "exception"))])
+    fork = Fork("t0", gate=1, value="a", new_thread="f1")
+    completed = Observation("completed", (("f1", 2, None),),
+                            view(model.workflow, (1, 2), {1: "a"}))
+    divergence = judge(model, world, fork, completed, history)
+    assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-gate-not-run")
+    assert "fired earlier on t0" in divergence.detail
+    # Without that earlier run in the history, the detail claims nothing about one.
+    assert "earlier" not in judge(model, world, fork, completed).detail
+
+
+def test_a_fork_whose_value_answers_an_earlier_gate_has_its_own_rule():
+    # LangGraph's functional API: the fork at gate 2 re-runs the tasks before it, gate 1 asks
+    # again and takes the fork's value, and gate 2 asks for an answer of its own.
+    model = Model(TWO_GATES)
+    world, _ = walk(model, [Start("t0"), Resume("t0", value="a")])
+    fork = Fork("t0", gate=2, value="b", new_thread="f1")
+    answered = Observation("interrupted", (("f1", 1, "b"),), view(TWO_GATES, (1,), {1: "b"}, 2))
+    divergence = judge(model, world, fork, answered)
+    assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-answered-earlier-gate")
+    # Gate 2 asking again with nothing fired is only "never consumed".
+    asked = Observation("interrupted", (), view(TWO_GATES, (1,), {1: "a"}, 2))
+    assert judge(model, world, fork, asked).rule == "fork-never-consumed"
 
 
 # -- the history reach ---------------------------------------------------------------------------

@@ -252,6 +252,23 @@ def test_repro_trimming_helpers():
         "class Crash(Exception): pass\nx = 1"
 
 
+def _checked_script_of_invalid_persist(adapter, variant, wf, ops):
+    """``ops`` judged on the target (an InvalidPersist ✗), then its script, checked once."""
+    from fuzz.minimize import session_judge
+    from fuzz.runner import Session, Settings
+    from fuzz.trace import Trace
+
+    session = Session(adapter, variant, settings=Settings())
+    try:
+        judged = session_judge(session)(Trace(wf, ops, target="langgraph", variant=variant.name))
+    finally:
+        session.close()
+    assert judged is not None and judged.key == ("InvalidPersist", "CV", "✗"), judged
+    repro = reprocheck.reproduce(adapter, variant, judged.trace, runs=1)
+    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    return repro
+
+
 def _interrupt_gates_line(script: str, steps: int) -> str:
     """``script``'s first ``steps`` steps, then a line that prints which gates the newest
     checkpoint's interrupt writes ask for, as the saver returns them (the functional API keeps
@@ -277,9 +294,6 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
     import sys
 
     from adapters.protocol import CrashAt
-    from fuzz.minimize import session_judge
-    from fuzz.runner import Session, Settings
-    from fuzz.trace import Trace
     from refmodel import Recover, Resume, Start, Tamper, Workflow
 
     wf = Workflow(3, frozenset({1, 3}), ("a", "b"))
@@ -289,14 +303,7 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
     else:  # task 2 committed, gate 3 not asked yet (the run died as task 3 began): one added
         ops, step, gate = (Start("t0"), Resume("t0", value="a", crash=CrashAt(
             3, "before_effect")), pending, Recover("t0")), 2, 3
-    session = Session(adapter, variant(name), settings=Settings())
-    try:
-        judged = session_judge(session)(Trace(wf, ops, target="langgraph", variant=name))
-    finally:
-        session.close()
-    assert judged is not None and judged.key == ("InvalidPersist", "CV", "✗"), judged
-    repro = reprocheck.reproduce(adapter, variant(name), judged.trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
     assert f"{kind}_interrupt" in repro.script and repro.lines <= 80, repro.script
     assert "in the record of which interrupt waits for an answer alone" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
@@ -310,3 +317,46 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
     # (an answered gate's writes stay in the functional API's checkpoint: only this gate counts)
     before, after = (gate in ast.literal_eval(line) for line in asked)
     assert (before, after) == ((True, False) if kind == "delete" else (False, True)), asked
+
+
+
+def _truncation_or_drop(name):
+    from refmodel import Recover, Resume, Start, Tamper, Workflow
+
+    if name.endswith("trunczero"):  # the file cut to nothing; a resume starts a new run
+        return (Workflow(2, frozenset({1}), ("a", "b")),
+                (Start("t0"), Tamper("t0", how="corrupt"), Resume("t0", value="b")),
+                "truncate(half=False)")
+    # the newest checkpoint of a finished run dropped; recovery finishes from its parent
+    return (Workflow(1, frozenset(), ("a", "b")),
+            (Start("t0"), Tamper("t0", how="forged"), Recover("t0")), "drop(")
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update-trunczero",
+                                  "sqlite-graph-sync-head-update-drophead"])
+def test_repro_of_a_truncation_or_a_drop_writes_it_as_the_harness_did(adapter, variant, name,
+                                                                      tmp_path):
+    """The ``trunc*`` variants' truncation and the ``drophead`` variant's forgery get a short,
+    checked script (they fell back to the whole driver: 1,918 lines, unchecked).  The script is
+    also run up to its tamper and the store read back, so a ``truncate`` or ``drop`` that
+    changed nothing (and whose check might still pass) fails here."""
+    import subprocess
+    import sys
+
+    wf, ops, shows = _truncation_or_drop(name)
+    repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
+    assert shows in repro.script and repro.lines <= 70, repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)
+    counted = []  # the checkpoints of run-1, before and after the tamper
+    for upto in (1, 2):
+        head = repro.script.split(f"\n# {upto + 1}. ", 1)[0]
+        (tmp_path / "cut.py").write_text(head + (
+            "\nprint(len(list(graph.get_state_history({'configurable': {'thread_id': "
+            "'run-1'}}))))\n"))
+        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        counted.append(int(out.stdout.split()[-1]))
+    before, after = counted
+    # Cut to nothing, the new connection finds an empty database; a drop takes one away.
+    assert before > 0 and after == (0 if name.endswith("trunczero") else before - 1), counted

@@ -251,6 +251,40 @@ def test_a_fork_addresses_the_checkpoint_its_client_kept_when_the_store_lost_it(
     assert outcome in ("completed", "interrupted", "rejected"), outcome
 
 
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update-trunczero",
+                                  "sqlite-graph-sync-head-update-drophead"])
+def test_recover_of_a_thread_whose_checkpoint_the_store_lost_resumes_it(name, variant, open_case,
+                                                                       ledger):
+    """A file cut to zero bytes, or the drop of a one-checkpoint thread's only checkpoint: the
+    client saw a checkpoint, so its recovery resumes what it believes is stored, and LangGraph
+    refuses (``EmptyInputError``).  Starting the run again with its input, as for a run that died
+    before its first checkpoint, was the adapter's choice: it fired e1 again and made a ✗ of it."""
+    from adapters.protocol import Recover
+    from fuzz.internal.hooks import EngineHooks
+
+    wf = Workflow(1, frozenset(), ("a", "b"))
+    case = open_case(variant(name), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    how = "corrupt" if name.endswith("trunczero") else "forged"
+    while case.driver.tip("t0") is not None:  # drophead rolls back one checkpoint a tamper
+        case.tamper("t0", how)
+    op = Recover("t0")
+    with pytest.raises(Exception, match="EmptyInputError|no input|Received no input"):
+        case.run(op, EngineHooks(op, seq=1, branch="t0", ledger=ledger))
+    assert case.driver.calls[-1].startswith("invoke(None,")
+
+
+def test_recover_of_a_run_that_never_checkpointed_starts_it_again(variant, open_case, ledger):
+    from adapters.protocol import Recover
+    from fuzz.internal.hooks import EngineHooks
+
+    wf = Workflow(1, frozenset(), ("a", "b"))
+    case = open_case(variant("sqlite-graph-sync-head-update"), wf)
+    op = Recover("t0")
+    assert case.run(op, EngineHooks(op, seq=0, branch="t0", ledger=ledger)) == "completed"
+    assert case.driver.calls[-1].startswith("invoke(input,")
+
+
 def test_a_clone_leaves_the_case_connection_its_locks(variant, open_case, ledger, tmp_path):
     """``clone_store`` (a twin recovery's copy) runs beside the case's open SqliteSaver
     connection.  Copied in this process, the copy's closes dropped that connection's locks: the
