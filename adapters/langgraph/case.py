@@ -35,6 +35,11 @@ from . import tamper as tampering
 from .driver import END, Driver, LostTrack
 from .stores import open_store
 
+# The suffix of the script's tamper functions for each saver (``repro.py``: ``corrupt`` on the
+# SQLite file, ``corrupt_in_memory`` on the InMemorySaver's dicts, ``corrupt_in_postgres`` on
+# PostgreSQL's tables); a custom store's tamper is its author's, never in a script.
+IN_STORE = {"sqlite": "", "memory": "_in_memory", "postgres": "_in_postgres"}
+
 
 def spec_for(variant: Variant, workflow: Workflow) -> dict:
     """What the standalone modules need: the workflow and the variant's axes, as plain data."""
@@ -121,18 +126,20 @@ class LangGraphCase(Case):
         its content and then the pending record (``delete_interrupt`` of the gate ``asked``, or
         ``add_interrupt``), as ``tamper.tamper`` does; a truncation of the SQLite file
         (``truncate``: every tamper once the file was cut) and the drop of the newest
-        checkpoint (``drop``); not another saver."""
+        checkpoint (``drop``); on PostgreSQL the same edits of its tables (``*_in_postgres``);
+        not a custom store."""
         d, sources, method = self.driver, ["<unknown: not expressible in a script>"], \
             self.spec["tamper"]
         if tampering.truncated(d, method) or (how == "corrupt" and method in tampering.TRUNCATIONS):
             d.record(f"truncate(half={method == 'trunchalf'})")
             return
         info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
-        if info is not None and tip is not None and self.spec["saver"] == "sqlite" \
+        if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "postgres") \
                 and how == "forged" and method == "drophead":
-            d.record(f"drop({d.config_src(d._config(thread, info['lg'], tip))})")
+            at = d.config_src(d._config(thread, info["lg"], tip))
+            d.record(f"drop{IN_STORE[self.spec['saver']]}({at})")
             return
-        if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "memory") \
+        if info is not None and tip is not None and self.spec["saver"] in IN_STORE \
                 and not tampering.rewrites_whole(how, method):
             # The call log must never change what the tamper does: a store these reads cannot
             # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
@@ -150,7 +157,7 @@ class LangGraphCase(Case):
         calls = [] if part == "pending" else [self._tamper_call(thread, how, forged, info, tip)]
         if part is not None and forged[2] != asked:
             at = self.driver.config_src(self.driver._config(thread, info["lg"], tip))
-            mem = "_in_memory" if self.spec["saver"] == "memory" else ""
+            mem = IN_STORE[self.spec["saver"]]
             calls.append(f"delete_interrupt{mem}({at}, {asked!r})" if forged[2] is None
                          else f"add_interrupt{mem}({at}, {forged[2]!r})")
         return calls
@@ -162,7 +169,7 @@ class LangGraphCase(Case):
         # state it reads.
         done, answers = (tampering.invalid_content(*d.read(thread)[:2]) if how == "invalid"
                          else (forged or ([], {}))[:2])
-        mem = "_in_memory" if saver == "memory" else ""
+        mem = IN_STORE[saver]
         state = {"done": list(done), "answers": dict(answers)}
         if how == "corrupt":
             return f"corrupt{mem}({at})"

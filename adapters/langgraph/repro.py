@@ -27,9 +27,10 @@ twin recovery is written as the recovery of the original store, the first of the
 runs (the second, on a copy, runs after it and cannot change it).  The ``trunc*`` variants'
 truncation of the SQLite file is ``truncate`` (the application down while the file is cut, then
 opened anew, as the harness reopens its store), the ``drophead`` variant's forgery ``drop`` (the
-newest checkpoint and its writes deleted).  Not (yet): tampers of a PostgreSQL store or of a
-custom store; for those the adapter falls back to the older unchecked script
-(``repro_legacy.py``), and the report says so at the top.
+newest checkpoint and its writes deleted).  A PostgreSQL store is tampered with the same edits
+on its tables (``*_in_postgres``, SQL on the saver's own connection; a checkpoint's values live
+in ``checkpoint_blobs``).  Not (yet): tampers of a custom store; for those the adapter falls
+back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
 A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
 the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
 event loop of the script's (``run(graph.ainvoke(...))``); a factory that declares no
@@ -351,6 +352,99 @@ def add_interrupt_in_memory(config, gate):
         task_id, "__interrupt__", saver.serde.dumps_typed(asked), "~__pregel_pull, forged")
 
 
+def corrupt_in_postgres(config):
+    """``corrupt`` in PostgreSQL: the channel blobs a stored checkpoint points to (its row is
+    JSON; the values live in ``checkpoint_blobs``) and its pending writes hold bytes msgpack
+    never decodes (0xc1 is a code it reserves)."""
+    db, thread, cid = graph.checkpointer.conn, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    stored = db.execute("SELECT checkpoint FROM checkpoints WHERE thread_id = %s AND "
+                        "checkpoint_id = %s", (thread, cid)).fetchone()["checkpoint"]
+    for channel, version in stored["channel_versions"].items():
+        db.execute("UPDATE checkpoint_blobs SET blob = %s WHERE thread_id = %s AND channel = %s "
+                   "AND version = %s AND type <> 'empty'", (b"\xc1" * 16, thread, channel, str(version)))
+    db.execute("UPDATE checkpoint_writes SET blob = %s WHERE thread_id = %s AND checkpoint_id = %s "
+               "AND type = 'msgpack'", (b"\xc1" * 16, thread, cid))
+
+
+def forge_in_postgres(config, channels):
+    """``forge`` in PostgreSQL: each of ``channels`` of a stored checkpoint now holds the value
+    given, a channel blob encoded with the saver's own serializer (a channel never written gets
+    a version of its own)."""
+    from psycopg.types.json import Jsonb
+
+    db, thread, cid = graph.checkpointer.conn, config["configurable"]["thread_id"], \
+        config["configurable"]["checkpoint_id"]
+    stored = db.execute("SELECT checkpoint FROM checkpoints WHERE thread_id = %s AND "
+                        "checkpoint_id = %s", (thread, cid)).fetchone()["checkpoint"]
+    for channel, value in channels.items():
+        version = str(stored["channel_versions"].setdefault(channel, f"forged.{channel}"))
+        db.execute("INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, "
+                   "blob) VALUES (%s, '', %s, %s, %s, %s) ON CONFLICT (thread_id, checkpoint_ns, "
+                   "channel, version) DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
+                   (thread, channel, version, *graph.checkpointer.serde.dumps_typed(value)))
+        stored.get("channel_values", {}).pop(channel, None)
+    db.execute("UPDATE checkpoints SET checkpoint = %s WHERE thread_id = %s AND checkpoint_id = %s",
+               (Jsonb(stored), thread, cid))
+
+
+def put_write_in_postgres(config, task_id, idx, channel, value, path):
+    """Write (or replace) one pending write of a stored checkpoint in PostgreSQL."""
+    db, serde = graph.checkpointer.conn, graph.checkpointer.serde
+    db.execute("INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+               "task_path, idx, channel, type, blob) VALUES (%s, '', %s, %s, %s, %s, %s, %s, %s) "
+               "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE "
+               "SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob",
+               (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"],
+                task_id, path, idx, channel, *serde.dumps_typed(value)))
+
+
+def forge_results_in_postgres(config, done, answers):
+    """``forge_results`` in PostgreSQL: task i now returned ``done[i - 1]``."""
+    db, serde, where = graph.checkpointer.conn, graph.checkpointer.serde, \
+        (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    rows = db.execute("SELECT task_id, idx, task_path, type, blob FROM checkpoint_writes WHERE "
+                      "thread_id = %s AND checkpoint_id = %s AND channel = '__return__'", where)
+    results = sorted((serde.loads_typed((r["type"], bytes(r["blob"])))["task"], r["task_id"],
+                      r["idx"], r["task_path"]) for r in rows.fetchall())
+    for t, output in enumerate(done, 1):
+        _, task_id, idx, path = results[t - 1] if t <= len(results) else \
+            (t, f"forged-{t}", 0, "~__pregel_push, forged")
+        put_write_in_postgres(config, task_id, idx, "__return__",
+                              {"task": t, "done": output, "answer": answers.get(t)}, path)
+    for _, task_id, idx, _ in results[len(done):]:
+        db.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s AND "
+                   "task_id = %s AND idx = %s", (*where, task_id, idx))
+
+
+def delete_interrupt_in_postgres(config, gate):
+    """``delete_interrupt`` in PostgreSQL: gate ``gate`` no longer waits."""
+    db, serde, where = graph.checkpointer.conn, graph.checkpointer.serde, \
+        (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    rows = db.execute("SELECT task_id, idx, type, blob FROM checkpoint_writes WHERE thread_id = %s "
+                      "AND checkpoint_id = %s AND channel = '__interrupt__'", where).fetchall()
+    for r in rows:
+        if {"task": gate} in [i.value for i in serde.loads_typed((r["type"], bytes(r["blob"])))]:
+            db.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s "
+                       "AND task_id = %s AND idx = %s", (*where, r["task_id"], r["idx"]))
+
+
+def add_interrupt_in_postgres(config, gate):
+    """``add_interrupt`` in PostgreSQL: gate ``gate`` now waits for an answer."""
+    put_write_in_postgres(config, str(uuid.uuid4()), -3, "__interrupt__",
+                          (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),),
+                          "~__pregel_pull, forged")
+
+
+def drop_in_postgres(config):
+    """``drop`` in PostgreSQL: the stored checkpoint and its pending writes deleted."""
+    where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
+    graph.checkpointer.conn.execute("DELETE FROM checkpoints WHERE thread_id = %s AND "
+                                    "checkpoint_id = %s", where)
+    graph.checkpointer.conn.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND "
+                                    "checkpoint_id = %s", where)
+
+
 @functools.cache  # a position names one checkpoint for good: read before a tamper breaks the list
 def checkpoint(thread_id, k):
     """The config of the k-th checkpoint LangGraph saved in this thread (0: the first)."""
@@ -489,8 +583,7 @@ def saver_for(options, forced: bool, workdir: bool = True) -> Saver | None:
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     if (options.get("saver") not in ("memory", "sqlite", "postgres", "custom")
-            or (options["saver"] in ("postgres", "custom")
-                and any(op.name == "tamper" for op in evidence.ops))
+            or (options["saver"] == "custom" and any(op.name == "tamper" for op in evidence.ops))
             or any(op.name not in SUPPORTED_OPS for op in evidence.ops[: evidence.step + 1])):
         return None
     ops = evidence.ops[: evidence.step + 1]
@@ -554,10 +647,15 @@ def reproduction(variant, workflow, evidence) -> str | None:
     parts = [State] if options["api"] == "graph" and not pydantic else []
     readers = [f for f in (corrupt, drop, truncate, forge, forge_results, delete_interrupt,
                           add_interrupt, corrupt_in_memory, forge_in_memory, forge_results_in_memory,
-                          delete_interrupt_in_memory, add_interrupt_in_memory, checkpoint,
+                          delete_interrupt_in_memory, add_interrupt_in_memory,
+                          corrupt_in_postgres, forge_in_postgres, put_write_in_postgres,
+                          forge_results_in_postgres, delete_interrupt_in_postgres,
+                          add_interrupt_in_postgres, drop_in_postgres, checkpoint,
                           outcome, read_state)
                if f.__name__ + "(" in calls
-               or (f is outcome and check.aspect == "outcome")]
+               or (f is outcome and check.aspect == "outcome")
+               or (f is put_write_in_postgres and "_interrupt_in_postgres(" in calls)
+               or (f is put_write_in_postgres and "forge_results_in_postgres(" in calls)]
     # A position names one checkpoint for good, unless a tamper breaks the thread's list:
     # only then is the list read once per position (cached).
     cached = checkpoint in readers and any(op.name == "tamper" for op in ops)

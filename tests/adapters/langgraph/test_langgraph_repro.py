@@ -280,7 +280,8 @@ def _interrupt_gates_line(script: str, steps: int) -> str:
         " if channel == '__interrupt__' for i in v}))\n")
 
 
-@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update"])
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update",
+                                  "postgres-func-sync-head-update"])
 @pytest.mark.parametrize("kind", ["delete", "add"])
 def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, variant, name,
                                                                       kind, tmp_path):
@@ -360,3 +361,81 @@ def test_repro_of_a_truncation_or_a_drop_writes_it_as_the_harness_did(adapter, v
     before, after = counted
     # Cut to nothing, the new connection finds an empty database; a drop takes one away.
     assert before > 0 and after == (0 if name.endswith("trunczero") else before - 1), counted
+
+
+_READ_BACK = """
+try:
+    _c = {'configurable': {'thread_id': 'run-1'}}
+    _s, _t = graph.get_state(_c), graph.checkpointer.get_tuple(_c)
+    print(repr((len(list(graph.get_state_history(_c))), _s.values, [i.value for i in _s.interrupts],
+                sorted(repr(v) for _, ch, v in _t.pending_writes if ch == "__return__"))))
+except Exception as exc:  # a checkpoint that no longer decodes
+    print(repr(("unreadable", type(exc).__name__)))
+"""
+
+
+@pytest.mark.parametrize("name, part, unfinished", [
+    ("postgres-func-sync-head-update", "done", False),  # a finished run: its __end__ channel
+    ("postgres-func-sync-head-update", None, True),  # an unfinished one: its @task results
+    ("postgres-graph-sync-head-update", None, False),
+    ("postgres-graph-sync-head-update-drophead", None, False)])
+def test_repro_of_a_postgres_tamper_edits_its_tables_as_the_harness_did(adapter, variant, name,
+                                                                        part, unfinished,
+                                                                        tmp_path):
+    """A tamper of a PostgreSQL store gets a short, checked script (``*_in_postgres``: the same
+    edits on its tables; it fell back to the whole driver, 1,918 lines, unchecked).  The script
+    also runs up to the tamper and reads the thread back through LangGraph, before and after:
+    a forgery that wrote nothing would still "reproduce" (LangGraph runs on either way), and
+    fails here."""
+    import subprocess
+    import sys
+
+    from refmodel import Recover, Resume, Start, Tamper, Workflow
+
+    wf = Workflow(2, frozenset({2}), ("a", "b")) if unfinished else \
+        Workflow(1, frozenset(), ("a", "b"))
+    ops = (Start("t0"), Tamper("t0", how="forged", part=part),
+           Resume("t0", value="a") if unfinished else Recover("t0"))
+    repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
+    assert ("forge_results_in_postgres(" in repro.script) == unfinished
+    assert "_in_postgres(" in repro.script and repro.lines <= 90, repro.script
+    check_standalone(repro.script, HARNESS, as_words=True)
+    seen = []
+    for upto in (1, 2):
+        (tmp_path / "cut.py").write_text(repro.script.split(f"\n# {upto + 1}. ", 1)[0]
+                                         + _READ_BACK)
+        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        seen.append(out.stdout.strip().splitlines()[-1])
+    assert seen[0] != seen[1], seen
+
+
+def test_repro_of_a_corrupted_postgres_checkpoint_sees_langgraph_refuse(adapter, variant):
+    """LangGraph refuses a PostgreSQL checkpoint whose blobs ``corrupt`` overwrote (allowed).
+    Said to have run on instead, the trace gives a script that checks the outcome and exits 0:
+    ``corrupt_in_postgres`` damaged what LangGraph reads (a no-op would let it run on, and the
+    script would report the defect)."""
+    from fuzz.judge import judge_trace
+    from fuzz.runner import Session, Settings
+    from fuzz.trace import Finding, Trace
+    from refmodel import Observation, Recover, Start, Tamper, Workflow
+
+    name, wf = "postgres-graph-sync-head-update", Workflow(1, frozenset(), ("a", "b"))
+    ops = (Start("t0"), Tamper("t0", how="corrupt"), Recover("t0"))
+    session = Session(adapter, variant(name), settings=Settings())
+    try:
+        verdict = judge_trace(session.case, wf, ops, adapter.capabilities(variant(name)),
+                              list(adapter.deviations(variant(name))))
+    finally:
+        session.close()
+    assert verdict.verdict is None and verdict.observations[2].outcome == "rejected", verdict
+    ran_on = Observation("completed", (), None)
+    trace = Trace(wf, ops, target="langgraph", variant=name,
+                  observations=(*verdict.observations[:2], ran_on),
+                  expected=tuple(allowed[0] for allowed in verdict.expected),
+                  finding=Finding("InvalidPersist", "CV", 2, "said to have run on"))
+    repro = reprocheck.reproduce(adapter, variant(name), trace, runs=1)
+    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert "corrupt_in_postgres(" in repro.script and "no defect" in repro.outputs[0]
+    check_standalone(repro.script, HARNESS, as_words=True)
