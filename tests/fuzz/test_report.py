@@ -140,3 +140,27 @@ def test_report_command_refuses_bad_input_in_one_line(in_tmp, capsys):
     assert "nowhere.json" in capsys.readouterr().err
     assert main(["report", str(in_tmp), "--verify", "-1"]) == 2
     assert list(in_tmp.iterdir()) == []
+
+
+REMOVED_BANNER = "> **Removed from the corpus"
+
+
+def test_every_committed_report_has_its_entry_and_every_entry_its_report():
+    """``shrink_reports/`` holds one report per corpus entry.  A report whose entry was removed
+    (deduplicated, relabelled, withdrawn) reads as a live finding to a maintainer browsing the
+    folder, unless its first line says it was removed (``REMOVED_BANNER``: the 30 kept as the
+    record of a withdrawn verdict); 11 without it had piled up before 2026-12-05."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    entries = {p.relative_to(root / "corpus").with_suffix("")
+               for p in (root / "corpus").rglob("*.json")}
+    reports = {p.relative_to(root / "shrink_reports").with_suffix("")
+               for p in (root / "shrink_reports").rglob("*.md")}
+    assert entries, "no corpus here"
+    orphans = sorted(str(r) for r in reports - entries
+                     if not (root / "shrink_reports" / r).with_suffix(".md").read_text()
+                     .startswith(REMOVED_BANNER))
+    assert not orphans, f"reports without a corpus entry (remove them): {orphans}"
+    missing = sorted(str(e) for e in entries - reports)
+    assert not missing, f"corpus entries without a report (resumefuzz report): {missing}"
