@@ -151,9 +151,9 @@ def _parser() -> argparse.ArgumentParser:
                         "entry that already has a rate gets the two pooled (k and n summed)")
     p.add_argument("--update", action="store_true",
                    help="record in each entry the status this replay found (FIXED, FAILED, "
-                        "CHANGED), as the nightly run does; ERROR, or a CHANGED at an earlier "
-                        "step than the recorded finding (it never got there), leaves an entry "
-                        "as it was")
+                        "CHANGED), and the verdict (✗ or D) of a finding that came back, as the "
+                        "nightly run does; ERROR, or a CHANGED at an earlier step than the "
+                        "recorded finding (it never got there), leaves an entry as it was")
     p.add_argument("--relabel", action="store_true",
                    help="rewrite each entry that came back CHANGED under the category found now "
                         "(the most frequent among its trials, with its rate when not every trial "
@@ -446,7 +446,7 @@ def _replay_all(args, paths, replayer, results) -> None:
             entry = load_trace(path)
             reaching = [t for t in trials if reached(entry, t.status, t.step)]
             if reaching:
-                _record_status(path, summarize(reaching).status, [t.status for t in reaching])
+                _record_status(path, reaching)
         if args.relabel:
             _relabel(path, trials, result)
         results.append(result)
@@ -491,17 +491,25 @@ def _print_replays(args, results) -> None:
         print(", ".join(f"{n} {s.lower()}" for s, n in counts.items()))
 
 
-def _record_status(path, status: str, statuses) -> None:
-    """Write the replayed status into the entry (a timing-dependent finding stays FAILED while it
-    still comes up at all; a FIXED entry whose finding came back in any trial is FAILED again: a
-    finding that came back k of n > 0 times is a finding)."""
+def _record_status(path, trials) -> None:
+    """Write what the replay ``trials`` found into the entry: the status (a timing-dependent
+    finding stays FAILED while it still comes up at all; a FIXED entry whose finding came back in
+    any trial is FAILED again: a finding that came back k of n > 0 times is a finding), and the
+    verdict of a finding that came back, with its citation, when every trial that showed it
+    judged it alike (``replay.with_verdict``).  The report says the old verdict until
+    ``resumefuzz report`` writes it again."""
+    from .replay import summarize, with_verdict
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
-    recorded = trace.status or "FAILED"
-    if status == recorded or (recorded in statuses and (recorded, status) != ("FIXED", "FAILED")):
-        return
-    dump_trace(trace.with_(status=status), path)
+    statuses = [t.status for t in trials]
+    status, recorded = summarize(trials).status, trace.status or "FAILED"
+    new = trace
+    if status != recorded and (recorded not in statuses or (recorded, status) == ("FIXED", "FAILED")):
+        new = new.with_(status=status)
+    new = with_verdict(new, trials)
+    if new is not trace:
+        dump_trace(new, path)
 
 
 def _mark_timing(path, statuses) -> None:

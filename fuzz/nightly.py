@@ -8,7 +8,8 @@
    status differs from the one it recorded, in a replay that reached its finding
    (``replay.reached``), is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it
    now diverges differently) and its recorded status is updated, so the change shows up as a
-   diff.
+   diff; so is the verdict of a finding that came back judged otherwise (``replay.with_verdict``:
+   a documented deviation declared or narrowed since).
 3. Redundant entries are removed with their reports (``corpus.duplicates``: one failing entry
    per variant, category, verdict and mechanism), so that nightly campaigns that find a known
    defect again do not pile up entries that CI replays and maintainers read for nothing.
@@ -32,7 +33,7 @@ from . import corpus, evidence, matrix
 from .campaign import CampaignOptions, fuzz_variant
 from .errors import TargetUnavailable
 from .internal import lifetime
-from .replay import Replayer, reached
+from .replay import Replayer, reached, with_verdict
 from .targets import FRAMEWORKS, prepare, resolve
 from .trace import dump_trace, load_trace
 
@@ -216,3 +217,9 @@ def _replay_corpus(adapters, options: NightlyOptions, summary: NightlySummary, l
                                     "detail": result.detail})
             dump_trace(trace.with_(status=result.status), path)
             log(f"  {result.status}: {path} (was {recorded}): {result.detail}")
+        elif (judged := with_verdict(trace, reaching)) is not trace:  # a deviation changed
+            summary.changed.append({"path": str(path), "was": trace.finding.verdict,
+                                    "now": judged.finding.verdict, "detail": result.detail})
+            dump_trace(judged, path)
+            log(f"  {judged.finding.verdict}: {path} (was {trace.finding.verdict}): "
+                f"{result.detail}")

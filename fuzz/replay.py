@@ -174,6 +174,22 @@ def relabelled(trace, trials: list[ReplayResult]):
     return new.with_(fingerprint=fingerprint(category, new))
 
 
+def with_verdict(trace, trials):
+    """``trace`` with the verdict (and citation) its finding got in ``trials``, when the entry is
+    FAILED and every trial that showed the finding judged it alike; else ``trace`` itself.  A
+    documented deviation declared or narrowed since the entry was recorded turns its ✗ into a D,
+    or its D into a ✗: ``replay --update`` and the nightly run record it, as they record the
+    status (three entries kept a stale ✗ until 2026-12-05)."""
+    judged = {(t.verdict, t.judged.citation if t.judged is not None else "")
+              for t in trials if t.status == "FAILED"}
+    if (trace.status or "FAILED") != "FAILED" or trace.finding is None or len(judged) != 1:
+        return trace
+    ((verdict, citation),) = judged
+    if verdict is None or (verdict, citation) == (trace.finding.verdict, trace.finding.citation):
+        return trace
+    return trace.with_(finding=replace(trace.finding, verdict=verdict, citation=citation))
+
+
 def reached(trace, status: str, step: int | None) -> bool:
     """Does a replay that ended with ``status``, diverging at ``step``, say anything about the
     entry ``trace``'s finding?  Not when it could not be judged (``ERROR``), nor when it diverged

@@ -102,6 +102,20 @@ class Context:
     def canonical(self) -> Observation | None:
         return self.allowed[0] if self.allowed else None
 
+    @property
+    def expected_tasks(self) -> set:
+        """The tasks whose effect the canonical outcome fires in the op's branch."""
+        canonical = self.canonical
+        return {t for b, t, _ in canonical.effects if b == self.branch} if canonical else set()
+
+    def ran(self, task: int) -> bool:
+        """Whether ``task``'s effect fired in the op's branch."""
+        return any(t == task for t, _ in self.fired)
+
+    def recorded(self, gate: int):
+        """The answer the persisted state the target reported holds for ``gate`` (or None)."""
+        return self.observed.state.answer(gate) if self.observed.state is not None else None
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:
@@ -169,26 +183,22 @@ def _fork_kept_another_value(ctx: Context) -> str | None:
     if not isinstance(op, Fork):
         return None
     other = [v for t, v in ctx.fired if t == op.gate and v != op.value]
-    kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
     # A refused fork made no branch: the state it reports is the source's, whose answer it did
     # not keep (rule 5 names it, "never consumed ... (refused)").
-    if ctx.observed.outcome == "rejected":
-        kept = None
+    kept = ctx.recorded(op.gate) if ctx.observed.outcome != "rejected" else None
     if other or (kept is not None and kept != op.value):
         return f"fork with {op.value!r} at gate {op.gate} got {other[0] if other else kept!r}"
     return None
 
 
 def _fork_never_consumed(ctx: Context) -> str | None:
-    op, canonical = ctx.op, ctx.canonical
-    if not isinstance(op, Fork) or canonical is None:
+    op = ctx.op
+    if not isinstance(op, Fork):
         return None
-    expected = any(b == ctx.branch and t == op.gate for b, t, _ in canonical.effects)
-    kept = ctx.observed.state.answer(op.gate) if ctx.observed.state is not None else None
     # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
     # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).
-    recorded = kept == op.value and ctx.observed.outcome != "rejected"
-    if expected and not any(t == op.gate for t, _ in ctx.fired) and not recorded:
+    recorded = ctx.recorded(op.gate) == op.value and ctx.observed.outcome != "rejected"
+    if op.gate in ctx.expected_tasks and not ctx.ran(op.gate) and not recorded:
         refused = " (refused)" if ctx.observed.outcome == "rejected" else ""
         return f"fork with {op.value!r} at gate {op.gate} never consumed it{refused}"
     return None
@@ -200,14 +210,13 @@ def _fork_answered_earlier_gate(ctx: Context) -> str | None:
     # rule, not only "never consumed", because it is a scope a framework can document (LangGraph's
     # functional API re-runs the tasks before a forked gate) and an adapter can declare it by name
     # (``Deviation.rules``) without covering every other way a fork ignores its value.
-    op, canonical = ctx.op, ctx.canonical
-    if not isinstance(op, Fork) or canonical is None or ctx.observed.outcome == "rejected":
+    op = ctx.op
+    if not isinstance(op, Fork) or ctx.observed.outcome == "rejected":
         return None
-    expected = {t for b, t, _ in canonical.effects if b == ctx.branch}
-    fired = ctx.fired
-    earlier = sorted({t for t, v in fired if t in ctx.model.workflow.gates and t < op.gate
+    expected = ctx.expected_tasks
+    earlier = sorted({t for t, v in ctx.fired if t in ctx.model.workflow.gates and t < op.gate
                       and v == op.value and t not in expected})
-    if earlier and op.gate in expected and not any(t == op.gate for t, _ in fired):
+    if earlier and op.gate in expected and not ctx.ran(op.gate):
         return (f"fork with {op.value!r} at gate {op.gate}: gate {earlier[0]} asked again in the "
                 f"new branch and took the value; gate {op.gate} never consumed it")
     return None
@@ -219,13 +228,11 @@ def _fork_gate_not_run(ctx: Context) -> str | None:
     # in the new branch").  Met on LangGraph: a run at the fork's checkpoint had completed the
     # gate and crashed later, and the fork took that run's cached result instead of running the
     # gate (a retry of the source, not a new branch).
-    op, canonical = ctx.op, ctx.canonical
-    if not isinstance(op, Fork) or canonical is None or ctx.observed.outcome == "rejected":
+    op = ctx.op
+    if not isinstance(op, Fork) or ctx.observed.outcome == "rejected":
         return None
-    state = ctx.observed.state
-    expected = any(b == ctx.branch and t == op.gate for b, t, _ in canonical.effects)
-    if (not expected or state is None or state.answer(op.gate) != op.value
-            or any(t == op.gate for t, _ in ctx.fired)):
+    if (op.gate not in ctx.expected_tasks or ctx.recorded(op.gate) != op.value
+            or ctx.ran(op.gate)):
         return None
     if any(t in ctx.model.workflow.gates and v == op.value for t, v in ctx.fired):
         return None  # the value answered another gate: rule 4 (earlier) or 13 (one never reached)

@@ -130,17 +130,16 @@ class LangGraphCase(Case):
         not a custom store."""
         d, sources, method = self.driver, ["<unknown: not expressible in a script>"], \
             self.spec["tamper"]
-        if tampering.truncated(d, method) or (how == "corrupt" and method in tampering.TRUNCATIONS):
+        if tampering.cuts_file(d, how, method):
             d.record(f"truncate(half={method == 'trunchalf'})")
             return
-        info, tip = d.table.get(f"thread:{thread}"), d.tip(thread)
-        if info is not None and tip is not None and self.spec["saver"] in ("sqlite", "postgres") \
-                and how == "forged" and method == "drophead":
-            at = d.config_src(d._config(thread, info["lg"], tip))
-            d.record(f"drop{IN_STORE[self.spec['saver']]}({at})")
-            return
-        if info is not None and tip is not None and self.spec["saver"] in IN_STORE \
-                and not tampering.rewrites_whole(how, method):
+        info, tip, mem = d.table.get(f"thread:{thread}"), d.tip(thread), \
+            IN_STORE.get(self.spec["saver"])
+        # Without a checkpoint to name, or on a custom store, the call stays unknown.
+        named = info is not None and tip is not None and mem is not None
+        if named and how == "forged" and method == "drophead":  # SQLite and PostgreSQL only
+            sources = [f"drop{mem}({d.config_src(d._config(thread, info['lg'], tip))})"]
+        elif named and not tampering.rewrites_whole(how, method):
             # The call log must never change what the tamper does: a store these reads cannot
             # decode (a second tamper of a corrupted checkpoint) leaves the call unknown, and
             # the tamper itself says what it makes of that store.

@@ -278,12 +278,12 @@ class Driver:
         self._begin(hooks)
         info = self._info(h)
         lg = info["lg"] if info else h
-        kept = (info or {}).get("tampered")
-        if self.tip(h) is None and kept is None:
+        kept, tip = (info or {}).get("tampered"), self.tip(h)
+        if tip is None and kept is None:
             if not info:
                 self.table.set(_key(h), {"lg": lg, "hint": None})
             return self._invoke(wf.initial_input(self.spec), self._config(h, lg), "input")
-        if self.tip(h) is None and info.get("source"):
+        if tip is None and info.get("source"):
             # A branch shares its LangGraph thread with its source: the bare thread would resume
             # the source's checkpoint.  Its client names the tip it kept, gone or not.
             return self._invoke(None, self._config(h, lg, kept), "None")

@@ -654,8 +654,9 @@ def reproduction(variant, workflow, evidence) -> str | None:
                           outcome, read_state)
                if f.__name__ + "(" in calls
                or (f is outcome and check.aspect == "outcome")
-               or (f is put_write_in_postgres and "_interrupt_in_postgres(" in calls)
-               or (f is put_write_in_postgres and "forge_results_in_postgres(" in calls)]
+               # the helper of the two that add a pending write
+               or (f is put_write_in_postgres and re.search(
+                   r"\b(add_interrupt|forge_results)_in_postgres\(", calls) is not None)]
     # A position names one checkpoint for good, unless a tamper breaks the thread's list:
     # only then is the list read once per position (cached).
     cached = checkpoint in readers and any(op.name == "tamper" for op in ops)

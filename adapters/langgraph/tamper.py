@@ -55,6 +55,12 @@ def truncated(driver, method: str) -> bool:
     return method in TRUNCATIONS and bool(driver.table.get(drv.TRUNCATED))
 
 
+def cuts_file(driver, how: str, method: str) -> bool:
+    """Whether this tamper truncates the SQLite file: a ``corrupt`` of a ``trunc*`` variant, or
+    any tamper once a truncation destroyed the file (``tamper`` below, both branches)."""
+    return truncated(driver, method) or (how == "corrupt" and method in TRUNCATIONS)
+
+
 def rewrites_whole(how: str, method: str) -> bool:
     """Whether the variant's tamper ``method`` does ``how`` another way than by editing the
     checkpoint's content: truncating the SQLite file (a ``corrupt``) or dropping the newest

@@ -88,3 +88,33 @@ def test_a_fixed_entry_whose_finding_comes_back_at_all_is_failed_again(tmp_path)
     assert update(path, *[("FIXED", None)] * (n - 1), ("FAILED", 2), trials=1) == "FAILED"
     path = entry(tmp_path, rate, "FIXED")
     assert update(path, *[("FIXED", None)] * n, trials=1) == "FIXED"
+
+
+class Judged(Scripted):
+    """Replays that found the finding with a verdict (and a citation for a D)."""
+
+    def replay(self, path):
+        from fuzz.judge import TraceVerdict
+
+        status, step, verdict, citation = self.results.pop(0)
+        judged = TraceVerdict(first_divergence_index=step, divergence=None, verdict=verdict,
+                              citation=citation)
+        return ReplayResult(str(path), status, "DoubleConsume", "DoubleConsume", "",
+                            verdict=verdict, step=step, judged=judged)
+
+
+def test_update_records_the_verdict_the_code_gives_now(tmp_path):
+    # LangGraph func-command/PrefixReplay-0216fd7f2d2b and two LlamaIndex StateMismatch entries
+    # kept the ✗ they were recorded with after a deviation that covers them was declared: the
+    # matrix said ✗ where the code says D.
+    path = entry(tmp_path)
+    run = Namespace(trials=2, mark_timing=False, update=True, relabel=False)
+    _replay_all(run, [path], Judged(("FAILED", 2, "D", "docs: x"), ("FAILED", 2, "D", "docs: x")),
+                [])
+    finding = load_trace(path).finding
+    assert (finding.verdict, finding.citation) == ("D", "docs: x")
+    # Back to ✗ (a deviation narrowed), and never from trials that disagree.
+    _replay_all(run, [path], Judged(("FAILED", 2, "✗", ""), ("FAILED", 2, "✗", "")), [])
+    assert load_trace(path).finding.verdict == "✗"
+    _replay_all(run, [path], Judged(("FAILED", 2, "D", "docs: x"), ("FAILED", 2, "✗", "")), [])
+    assert load_trace(path).finding.verdict == "✗"

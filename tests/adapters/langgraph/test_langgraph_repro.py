@@ -269,15 +269,29 @@ def _checked_script_of_invalid_persist(adapter, variant, wf, ops):
     return repro
 
 
-def _interrupt_gates_line(script: str, steps: int) -> str:
-    """``script``'s first ``steps`` steps, then a line that prints which gates the newest
-    checkpoint's interrupt writes ask for, as the saver returns them (the functional API keeps
-    two writes of one interrupt: the task's and the entrypoint's)."""
-    head = script.split(f"\n# {steps + 1}. ", 1)[0]
-    return head + (
-        "\nsaved = graph.checkpointer.get_tuple({'configurable': {'thread_id': 'run-1'}})"
-        "\nprint(sorted({i.value['task'] for _, channel, v in saved.pending_writes"
-        " if channel == '__interrupt__' for i in v}))\n")
+# Prints which gates the newest checkpoint's interrupt writes ask for, as the saver returns them
+# (the functional API keeps two writes of one interrupt: the task's and the entrypoint's).
+_INTERRUPT_GATES = (
+    "\nsaved = graph.checkpointer.get_tuple({'configurable': {'thread_id': 'run-1'}})"
+    "\nprint(sorted({i.value['task'] for _, channel, v in saved.pending_writes"
+    " if channel == '__interrupt__' for i in v}))\n")
+
+
+def _printed_around_tamper(script: str, tamper_step: int, read: str, tmp_path) -> list:
+    """What ``read`` (script lines) prints last when run after ``script``'s steps before its
+    tamper (step ``tamper_step``, 1-based) and after them with the tamper: the store as
+    LangGraph reads it, before and after."""
+    import subprocess
+    import sys
+
+    printed = []
+    for upto in (tamper_step - 1, tamper_step):
+        (tmp_path / "cut.py").write_text(script.split(f"\n# {upto + 1}. ", 1)[0] + read)
+        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        printed.append(out.stdout.strip().splitlines()[-1])
+    return printed
 
 
 @pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update",
@@ -291,8 +305,6 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
     also runs the script up to its tamper and reads the writes back, so a script whose forgery
     wrote nothing (and whose check would still see LangGraph run on) fails here."""
     import ast
-    import subprocess
-    import sys
 
     from adapters.protocol import CrashAt
     from refmodel import Recover, Resume, Start, Tamper, Workflow
@@ -308,13 +320,7 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
     assert f"{kind}_interrupt" in repro.script and repro.lines <= 80, repro.script
     assert "in the record of which interrupt waits for an answer alone" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
-    asked = []  # the gates asked, before and after the tamper
-    for upto in (step, step + 1):
-        (tmp_path / "cut.py").write_text(_interrupt_gates_line(repro.script, upto))
-        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        asked.append(out.stdout.strip().splitlines()[-1])
+    asked = _printed_around_tamper(repro.script, step + 1, _INTERRUPT_GATES, tmp_path)
     # (an answered gate's writes stay in the functional API's checkpoint: only this gate counts)
     before, after = (gate in ast.literal_eval(line) for line in asked)
     assert (before, after) == ((True, False) if kind == "delete" else (False, True)), asked
@@ -341,24 +347,15 @@ def test_repro_of_a_truncation_or_a_drop_writes_it_as_the_harness_did(adapter, v
     checked script (they fell back to the whole driver: 1,918 lines, unchecked).  The script is
     also run up to its tamper and the store read back, so a ``truncate`` or ``drop`` that
     changed nothing (and whose check might still pass) fails here."""
-    import subprocess
-    import sys
 
     wf, ops, shows = _truncation_or_drop(name)
     repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
     assert shows in repro.script and repro.lines <= 70, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
-    counted = []  # the checkpoints of run-1, before and after the tamper
-    for upto in (1, 2):
-        head = repro.script.split(f"\n# {upto + 1}. ", 1)[0]
-        (tmp_path / "cut.py").write_text(head + (
-            "\nprint(len(list(graph.get_state_history({'configurable': {'thread_id': "
-            "'run-1'}}))))\n"))
-        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        counted.append(int(out.stdout.split()[-1]))
-    before, after = counted
+    counted = _printed_around_tamper(repro.script, 2, (  # run-1's checkpoints
+        "\nprint(len(list(graph.get_state_history({'configurable': {'thread_id': "
+        "'run-1'}}))))\n"), tmp_path)
+    before, after = map(int, counted)
     # Cut to nothing, the new connection finds an empty database; a drop takes one away.
     assert before > 0 and after == (0 if name.endswith("trunczero") else before - 1), counted
 
@@ -387,8 +384,6 @@ def test_repro_of_a_postgres_tamper_edits_its_tables_as_the_harness_did(adapter,
     also runs up to the tamper and reads the thread back through LangGraph, before and after:
     a forgery that wrote nothing would still "reproduce" (LangGraph runs on either way), and
     fails here."""
-    import subprocess
-    import sys
 
     from refmodel import Recover, Resume, Start, Tamper, Workflow
 
@@ -400,14 +395,7 @@ def test_repro_of_a_postgres_tamper_edits_its_tables_as_the_harness_did(adapter,
     assert ("forge_results_in_postgres(" in repro.script) == unfinished
     assert "_in_postgres(" in repro.script and repro.lines <= 90, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
-    seen = []
-    for upto in (1, 2):
-        (tmp_path / "cut.py").write_text(repro.script.split(f"\n# {upto + 1}. ", 1)[0]
-                                         + _READ_BACK)
-        out = subprocess.run([sys.executable, "cut.py"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        seen.append(out.stdout.strip().splitlines()[-1])
+    seen = _printed_around_tamper(repro.script, 2, _READ_BACK, tmp_path)
     assert seen[0] != seen[1], seen
 
 
