@@ -70,3 +70,29 @@ def test_a_clean_run_returns_nothing(monkeypatch):
     monkeypatch.setattr(hypothesis.stateful, "run_state_machine_as_test",
                         lambda machine, settings=None: None)
     assert _run_once(Machine, None) is None
+
+
+def test_a_free_race_shown_on_the_builtin_saver_under_another_category_is_the_frameworks():
+    # docs/examples/test_my_saver.py, CI 2026-12-05: `start; race(b, b)` (unforced) made a
+    # DoubleConsume on the example store; the built-in SqliteSaver showed the same trace as a
+    # LostUpdate 12 of 12 times, both CO at step 2, and the store was blamed.
+    from fuzz.replay import ReplayResult
+    from fuzz.trace import Finding, Trace
+    from refmodel import Race, Start, Workflow
+    from resumefuzz.pytest import same_defect
+
+    wf = Workflow(4, {2, 4}, ("a", "b"))
+    finding = Finding("DoubleConsume", "CO", 1, "gate 4 consumed 'b'")
+
+    def result(status, category, step=1):
+        return ReplayResult("x", status, "DoubleConsume", category, "", step=step)
+
+    free = Trace(wf, (Start("t0"), Race("t0", ("b", "b"))), finding=finding)
+    assert same_defect(free, result("FAILED", "DoubleConsume")) == ""
+    assert "LostUpdate" in same_defect(free, result("CHANGED", "LostUpdate"))
+    # Another property, another step, or a forced race (no timing left): the store's.
+    assert same_defect(free, result("CHANGED", "StateMismatch")) is None
+    assert same_defect(free, result("CHANGED", "LostUpdate", step=0)) is None
+    forced = free.with_(operations=(Start("t0"), Race("t0", ("b", "b"), forced=True)))
+    assert same_defect(forced, result("CHANGED", "LostUpdate")) is None
+    assert same_defect(free, result("FIXED", None, step=None)) is None
