@@ -14,7 +14,11 @@ import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    MultiplexedDatabase,
+)
 
 from .errors import UsageError
 
@@ -54,6 +58,37 @@ def database(kind: str, key: str | None = None):
     prefix = b"resumefuzz:" + (part.encode() + b":" if part else b"")
     shared = RedisExampleDatabase(redis.Redis.from_url(url), key_prefix=prefix)
     return MultiplexedDatabase(local, shared)
+
+
+class KeyedDatabase(ExampleDatabase):
+    """``db`` seen through a key of its own: every Hypothesis key is prefixed with ``key``.
+
+    For a database the campaign does not build (``resumefuzz.pytest`` runs under the user's
+    profile and so the user's database): Hypothesis keys a state machine's entries by the
+    machine's source, which is the same for every target variant and every suppression set
+    (``fuzz.campaign.database_key``), so without a prefix one variant's run would replay, and
+    delete as no longer failing, another's saved failures.
+    """
+
+    def __init__(self, db: ExampleDatabase, key: str) -> None:
+        super().__init__()
+        self.db = db
+        self.prefix = _database_part(key).encode() + b":"
+
+    def __repr__(self) -> str:
+        return f"KeyedDatabase({self.db!r}, prefix={self.prefix!r})"
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.db.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes):
+        return self.db.fetch(self.prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.db.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.db.move(self.prefix + src, self.prefix + dest, value)
 
 
 def _database_part(key: str | None) -> str:

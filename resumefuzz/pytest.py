@@ -99,8 +99,10 @@ class StoreTest:
         """Fuzz one variant under the active Hypothesis profile; raise ``StoreFailure``."""
         from hypothesis import HealthCheck, Phase, settings
 
+        from fuzz.campaign import database_key
         from fuzz.failures import Failure
         from fuzz.machine import machine_for
+        from fuzz.profiles import KeyedDatabase
         from fuzz.runner import Session, Settings
 
         adapter = self.adapter()
@@ -118,8 +120,12 @@ class StoreTest:
         suppressed: set = set()
         while True:
             machine = machine_for(session, suppress=frozenset(suppressed))
+            keyed = run_settings
+            if active.database is not None:  # each variant and suppression set its own entries
+                keyed = settings(run_settings, database=KeyedDatabase(
+                    active.database, database_key(adapter.name, chosen.name, suppressed)))
             try:
-                failure = _run_once(machine, run_settings)
+                failure = _run_once(machine, keyed)
             except Failure as exc:
                 failure = exc
             if failure is None:
