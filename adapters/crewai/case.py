@@ -284,7 +284,11 @@ class CrewAICase(Case):
         """Remember the checkpoint taken at this pause: the one a later fork at the gate uses."""
         if self.backend in ("persist", "custom"):
             return
-        gate = gate_of_method(pending.context.method_name)
+        self._remember_gate(thread, gate_of_method(pending.context.method_name))
+
+    def _remember_gate(self, thread: str, gate: int) -> str | None:
+        """The thread's newest checkpoint with ``gate`` pending, remembered as the checkpoint at
+        that gate (and so in the script: ``checkpoint_at_gate``); None when it has none."""
         info = self.side.get(thread)
         for loc in reversed(store.list_checkpoints(self.workdir, info["location"])):
             try:
@@ -293,12 +297,19 @@ class CrewAICase(Case):
                     self.side.set(thread, info)
                     self._rec(f"AT_GATE[{thread_label(thread)!r}, {gate}] = "
                               f"checkpoint_at_gate({self._loc(thread)!r}, {gate})", "gate")
-                    return
+                    return loc
             except Exception:  # noqa: BLE001 - an unreadable checkpoint is not this pause
                 continue
+        return None
 
     def _gate_checkpoint(self, thread: str, gate: int) -> str | None:
-        return (self.side.get(thread) or {}).get("gates", {}).get(str(gate))
+        """The checkpoint taken at the pause at ``gate``: the one remembered at that pause, else
+        the newest with the gate pending now.  CrewAI writes checkpoints on its event bus's
+        thread pool, so a pause can return before its checkpoint is written; a user who forks
+        later looks for it then, and finds it once it was written (CI of 8bcdd54: remembered
+        only at the pause, it was missed and the fork was a tool error)."""
+        known = (self.side.get(thread) or {}).get("gates", {}).get(str(gate))
+        return known or self._remember_gate(thread, gate)
 
     # -- the call log: each call as a user writes it, in the names of repro.py's script ----------
 

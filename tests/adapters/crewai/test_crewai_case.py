@@ -150,6 +150,23 @@ def test_forked_branch_is_queryable(harness, name):
     assert h.case.side.get("f1")["fid"] != h.case.side.get("t0")["fid"]
 
 
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v.startswith("checkpoint-")])
+@retry_race
+def test_a_fork_finds_a_pause_checkpoint_written_after_the_pause_returned(harness, name):
+    # CrewAI writes checkpoints on its event bus's thread pool: kickoff can return the pause
+    # before the checkpoint taken at it is written, and the adapter then remembers none (CI of
+    # 8bcdd54: the fork was a tool error).  Forgetting it here is that race, made certain.
+    h = harness(name, GATED)
+    assert h.do(Start("t0"))[0] == "interrupted"
+    info = h.case.side.get("t0")
+    assert set(info.pop("gates")) == {"2"}  # remembered at the pause, this time
+    h.case.side.set("t0", info)
+    h.do(Resume("t0", value="a"))
+    outcome, rows = h.do(Fork("t0", gate=2, value="b", new_thread="f1"))
+    assert outcome in ("completed", "interrupted"), outcome
+    assert ("f1", 2, "b") in rows
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 @retry_race
 def test_bad_output_reaches_the_store_or_is_refused(harness, name, record_property):
