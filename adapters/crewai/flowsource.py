@@ -10,9 +10,12 @@ Shape (tasks ``1..n`` in order, one ``@listen`` chain, no Crew, Agent or LLM):
 - a normal task ``t`` is one method ``task_t``;
 - a gated task ``g`` is two methods: ``gate_g`` decorated with ``@human_feedback`` whose provider
   raises ``HumanFeedbackPending`` (the durable pause; its body runs *before* the pause, so it has
-  no effect), and ``task_g``, which listens to it and applies the answer
-  (``self.last_human_feedback.feedback``).  CrewAI cannot pause inside a body and continue that
-  body with a value, so the gated effect lives in the listener.
+  no effect), and ``task_g``, which listens to it and applies the answer (``feedback_of``: the
+  ``HumanFeedbackResult`` the listener is passed).  CrewAI cannot pause inside a body and continue
+  that body with a value, so the gated effect lives in the listener.  A flow restored from a
+  checkpoint re-runs a listener that was in flight with the result as a plain dict and
+  ``last_human_feedback`` None; read as the live run reads it, the answer raised
+  ``AttributeError`` in our own listener, a tool error (docs/frameworks/crewai.md).
 
 Every task body follows ``adapters.protocol.Hooks``: ``H.task_begins``, ``H.effect``, then the
 task writes ``H.output`` into the typed state by assignment (``done: list[int]``,
@@ -21,6 +24,8 @@ task writes ``H.output`` into the typed state by assignment (``done: list[int]``
 """
 
 from __future__ import annotations
+
+import inspect
 
 from adapters.protocol import Workflow
 
@@ -43,6 +48,8 @@ class PendingProvider:
 PROVIDER = PendingProvider()
 
 
+{feedback_of}
+
 class WorkflowState(FlowState):
     done: list[int] = []
     answers: dict[int, str] = {}
@@ -59,7 +66,7 @@ PERSIST_DEFAULT = "@persist()\n"
 
 TASK = '''
     @{decorator}
-    def task_{t}(self):
+    def task_{t}(self, result=None):
         H.task_begins({t})
         value = {value}
         H.effect({t}, value)
@@ -78,6 +85,14 @@ GATE = '''
 '''
 
 
+def feedback_of(flow, result):
+    """The gate's answer: the listener is passed a HumanFeedbackResult, but a flow restored from
+    a checkpoint passes it as a plain dict and has no last_human_feedback (crewai 1.15.30)."""
+    if isinstance(result, dict):
+        return result.get("feedback")
+    return result.feedback if result is not None else flow.last_human_feedback.feedback
+
+
 def gate_of_method(name: str) -> int | None:
     """``gate_3`` -> 3; anything else -> None."""
     prefix, _, number = name.partition("_")
@@ -92,7 +107,9 @@ def flow_source(workflow: Workflow, persist_path: str | None = None,
     persist = PERSIST.format(path=persist_path) if persist_path else ""
     if persist_default:
         persist = PERSIST_DEFAULT
-    parts = [HEADER.replace("{persist}", persist)]
+    # One definition of feedback_of, in the flow module and in the scripts (repro.py).
+    parts = [HEADER.replace("{persist}", persist)
+             .replace("{feedback_of}", inspect.getsource(feedback_of))]
     previous = None
     for t in range(1, workflow.n + 1):
         if t in workflow.gates:
@@ -103,7 +120,7 @@ def flow_source(workflow: Workflow, persist_path: str | None = None,
                 TASK.format(
                     t=t,
                     decorator=f"listen({previous})",
-                    value="self.last_human_feedback.feedback",
+                    value="feedback_of(self, result)",
                     answer=f"\n        self.state.answers = {{**self.state.answers, {t}: value}}",
                 )
             )

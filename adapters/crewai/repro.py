@@ -84,6 +84,7 @@ from adapters.toolkit.script import (
 
 from . import sandbox
 from .case import ON_EVENTS
+from .flowsource import feedback_of
 
 PINNED = ("crewai",)
 # The switches of ``sandbox.SWITCHES`` a script sets: telemetry (``OTEL_SDK_DISABLED``: CrewAI's
@@ -228,7 +229,7 @@ def outcome(result):
 
 
 def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = True,
-               reach: tuple | None = None) -> str:
+               reach: tuple | None = None, restored: bool = False) -> str:
     """The flow of ``workflow`` as a user writes it: tasks 1..n in one ``@listen`` chain; a gated
     task is a ``@human_feedback`` method that pauses, and the task listening to it.  ``persist``:
     the argument of the class's ``@persist(...)`` (``""``: the registered default), None for
@@ -236,7 +237,8 @@ def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = Tr
     before it asks); ``stateful``: the tasks write ``WorkflowState`` (else the flow's state is
     the bare ``FlowState``, its id, and the tasks are given none); ``reach``: ``(last, gate)``
     of ``_reach``, the flow as far as the trace goes (tasks 1..last, then the gate of task
-    ``gate`` alone, where the flow stops), None for all of it."""
+    ``gate`` alone, where the flow stops), None for all of it; ``restored``: some step restores
+    a flow from a checkpoint, whose gated listeners read the answer through ``feedback_of``."""
     lines = [f"@persist({persist})"] if persist is not None else []
     last, stop = reach or (workflow.n, None)
     lines += [f"class WorkflowFlow(Flow[{'WorkflowState' if stateful else 'FlowState'}]):",
@@ -256,9 +258,11 @@ def flow_class(workflow, persist: str | None, crashing: set, stateful: bool = Tr
                       f'    @human_feedback(message="gate {t}", provider=PendingProvider())',
                       *([f"    def gate_{t}(self):", *crash, f'        return "gate {t}"'] if crash
                         else [f'    def gate_{t}(self): return "gate {t}"'])]
-            listen, value = f"@listen(gate_{t})", "self.last_human_feedback.feedback"
+            listen, value = f"@listen(gate_{t})", ("feedback_of(self, result)" if restored
+                                                    else "self.last_human_feedback.feedback")
         state = "self.state, " if stateful else ""
-        lines += [f"    {listen}", f"    def task_{t}(self): return task_body({state}{t}, {value})"]
+        args = "self, result=None" if restored and t in workflow.gates else "self"
+        lines += [f"    {listen}", f"    def task_{t}({args}): return task_body({state}{t}, {value})"]
         previous = f"task_{t}"
     return "\n".join(lines)
 
@@ -690,7 +694,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
                "set_flow_persistence_factory(lambda: persistence)  # what @persist() and pauses use"]
               if store else []),
             flow_class(workflow, "" if store else built_in, crashing, stateful=done,
-                       reach=_reach(evidence, ops, workflow)),
+                       reach=_reach(evidence, ops, workflow), restored=restored),
             *(['persistence = SQLiteFlowPersistence("flows.db")']
               if store is None and ("persistence" in text or ("read_state" in readers and not (
                   done_only and backend != "persist"))) else []),
@@ -705,6 +709,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     definitions = "\n".join(filter(None, [  # no readers: no blank line
         (state_class if answers else without_lines(state_class, "answers:")) if done else "",
         _source(PendingProvider) if workflow.gates else "",
+        _source(feedback_of) if workflow.gates and restored else "",
         _raising(_task_body(answers, done, bad, check.reads_state), raising) if body_before else
         without_lines(_raising(_task_body(answers, done, bad, check.reads_state), raising),
                       'crash_point(t, "before its effect")'),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import CrashAt, Fork, Resume, Start, Unreadable, Workflow
+from adapters.protocol import CrashAt, Fork, Recover, Resume, Start, Unreadable, Workflow
 
 from crewai_test_support import VARIANTS, injected, require_crewai, retry_race
 
@@ -165,6 +165,21 @@ def test_a_fork_finds_a_pause_checkpoint_written_after_the_pause_returned(harnes
     outcome, rows = h.do(Fork("t0", gate=2, value="b", new_thread="f1"))
     assert outcome in ("completed", "interrupted"), outcome
     assert ("f1", 2, "b") in rows
+
+
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v.startswith("checkpoint-")])
+@retry_race
+def test_a_restored_gated_listener_gets_the_answer(harness, name):
+    # Restored from the checkpoint taken while task 1's listener ran, CrewAI runs the listener
+    # again with the gate's result as a plain dict and no last_human_feedback: read the way the
+    # live run reads it, our own listener raised AttributeError, a tool error in campaigns.
+    h = harness(name, Workflow(2, frozenset({1}), ("a", "b")))
+    assert h.do(Start("t0"))[0] == "interrupted"
+    outcome, rows = h.do(Resume("t0", value="a", crash=CrashAt(task=1, phase="in_flight")))
+    assert isinstance(outcome, Exception) and rows == [("t0", 1, "a")]
+    outcome, rows = h.do(Recover("t0"))
+    assert outcome in ("completed", "interrupted"), outcome
+    assert rows[:1] == [("t0", 1, "a")]
 
 
 @pytest.mark.parametrize("name", VARIANTS)
