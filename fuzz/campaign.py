@@ -46,7 +46,7 @@ from .failures import Failure
 from .internal import lifetime
 from .internal.flaky import Best, kept_failure, watched
 from .machine import machine_for
-from .profiles import profile_settings
+from .profiles import database_key, profile_settings
 from .runner import Session, Settings
 
 CHUNK = 20
@@ -285,20 +285,6 @@ def _search(adapter, variant, options, session, result, notify, notify_outer, ma
                 break
     if result.harness_share_exceeded() and not result.errors:
         result.errors.append(_too_many(result))
-
-
-def database_key(target: str, variant: str, suppressed=frozenset()) -> str:
-    """The example database key of a run of ``variant`` with ``suppressed`` categories discarded.
-
-    A run with a category suppressed is another test to Hypothesis: the failure an earlier run
-    saved is no failure there, and its reuse phase deletes what no longer fails.  Under one key
-    the run after a finding deleted that finding's saved example, so a campaign that went on
-    searching kept nothing for the next machine (CI of 2215f79: two campaigns sharing Redis left
-    it empty).  Each suppression set has its own key: the next campaign's first run replays the
-    first finding, its second run (that category suppressed) the second, and so on.
-    """
-    key = f"{target}/{variant}"
-    return key + (f"/without:{','.join(sorted(suppressed))}" if suppressed else "")
 
 
 def stop_reason(exc: CampaignStopped) -> str:

@@ -492,22 +492,14 @@ def _print_replays(args, results) -> None:
 
 
 def _record_status(path, trials) -> None:
-    """Write what the replay ``trials`` found into the entry: the status (a timing-dependent
-    finding stays FAILED while it still comes up at all; a FIXED entry whose finding came back in
-    any trial is FAILED again: a finding that came back k of n > 0 times is a finding), and the
-    verdict of a finding that came back, with its citation, when every trial that showed it
-    judged it alike (``replay.with_verdict``).  The report says the old verdict until
+    """Write what the replay ``trials`` found into the entry: its status and the verdict of a
+    finding that came back (``replay.updated``).  The report says the old verdict until
     ``resumefuzz report`` writes it again."""
-    from .replay import summarize, with_verdict
+    from .replay import updated
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
-    statuses = [t.status for t in trials]
-    status, recorded = summarize(trials).status, trace.status or "FAILED"
-    new = trace
-    if status != recorded and (recorded not in statuses or (recorded, status) == ("FIXED", "FAILED")):
-        new = new.with_(status=status)
-    new = with_verdict(new, trials)
+    new = updated(trace, trials)
     if new is not trace:
         dump_trace(new, path)
 

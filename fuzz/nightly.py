@@ -4,12 +4,14 @@
    ``reference``), a time-boxed campaign per variant; ``jobs`` campaigns run at once, each in a
    process forked from this one (the framework is imported once, here).
 2. Every corpus entry whose target is installed is replayed (a timing-dependent one in
-   ``corpus.replays_for`` trials, unchanged while its status comes up in any).  An entry whose
+   ``corpus.replays_for`` trials, unchanged while its status comes up in any, except a
+   FIXED entry whose finding came back).  An entry whose
    status differs from the one it recorded, in a replay that reached its finding
    (``replay.reached``), is flagged (``FIXED``: a release fixed the behaviour; ``CHANGED``: it
    now diverges differently) and its recorded status is updated, so the change shows up as a
-   diff; so is the verdict of a finding that came back judged otherwise (``replay.with_verdict``:
-   a documented deviation declared or narrowed since).
+   diff; so is the verdict of a finding that came back judged otherwise (a documented
+   deviation declared or narrowed since).  Both by ``replay.updated``, the rule ``replay
+   --update`` records by.
 3. Redundant entries are removed with their reports (``corpus.duplicates``: one failing entry
    per variant, category, verdict and mechanism), so that nightly campaigns that find a known
    defect again do not pile up entries that CI replays and maintainers read for nothing.
@@ -33,7 +35,7 @@ from . import corpus, evidence, matrix
 from .campaign import CampaignOptions, fuzz_variant
 from .errors import TargetUnavailable
 from .internal import lifetime
-from .replay import Replayer, reached, with_verdict
+from .replay import Replayer, reached, summarize, updated
 from .targets import FRAMEWORKS, prepare, resolve
 from .trace import dump_trace, load_trace
 
@@ -202,24 +204,22 @@ def _replay_corpus(adapters, options: NightlyOptions, summary: NightlySummary, l
             continue
         if trace.target not in adapters:
             continue  # its framework is not installed here: its own nightly job replays it
-        recorded = trace.status or "FAILED"
-        # A timing-dependent entry is judged on its trials: unchanged while its recorded status
-        # comes up in any of them (as in the corpus regression test).  A replay that never
-        # reached the finding (``replay.reached``: an ERROR, or a CHANGED before the recorded
-        # step) is shown but never recorded.
+        # A timing-dependent entry is judged on its trials, by the rule ``replay --update``
+        # records by (``replay.updated``).  A replay that never reached the finding
+        # (``replay.reached``: an ERROR, or a CHANGED before the recorded step) is shown but
+        # never recorded.
         results = [replayer.replay(path) for _ in range(corpus.replays_for(trace))]
         reaching = [r for r in results if reached(trace, r.status, r.step)]
-        result = next((r for r in reaching if r.status == recorded),
-                      reaching[-1] if reaching else results[-1])
+        result = summarize(reaching or results)
         summary.replays.append(result.to_json())
-        if reaching and result.status != recorded:  # never an ERROR: those never reach
-            summary.changed.append({"path": str(path), "was": recorded, "now": result.status,
-                                    "detail": result.detail})
-            dump_trace(trace.with_(status=result.status), path)
-            log(f"  {result.status}: {path} (was {recorded}): {result.detail}")
-        elif (judged := with_verdict(trace, reaching)) is not trace:  # a deviation changed
-            summary.changed.append({"path": str(path), "was": trace.finding.verdict,
-                                    "now": judged.finding.verdict, "detail": result.detail})
-            dump_trace(judged, path)
-            log(f"  {judged.finding.verdict}: {path} (was {trace.finding.verdict}): "
-                f"{result.detail}")
+        new = updated(trace, reaching) if reaching else trace
+        if new is trace:
+            continue
+        if new.status != trace.status:
+            was, now = trace.status or "FAILED", new.status
+        else:  # the verdict: a deviation declared or narrowed since
+            was, now = trace.finding.verdict, new.finding.verdict
+        summary.changed.append({"path": str(path), "was": was, "now": now,
+                                "detail": result.detail})
+        dump_trace(new, path)
+        log(f"  {now}: {path} (was {was}): {result.detail}")

@@ -190,6 +190,21 @@ def with_verdict(trace, trials):
     return trace.with_(finding=replace(trace.finding, verdict=verdict, citation=citation))
 
 
+def updated(trace, trials):
+    """The entry as replay ``trials`` that reached its finding (``reached``) leave it, the one rule
+    ``replay --update`` and the nightly run both record by: the status of ``summarize``, unless
+    the recorded one still comes up in a trial (a timing-dependent finding stays FAILED while it
+    comes up at all), except that a FIXED entry whose finding came back in any trial is FAILED
+    again (a finding that came back k of n > 0 times is a finding); then the verdict
+    (``with_verdict``).  ``trace`` itself when nothing changes."""
+    statuses = [t.status for t in trials]
+    status, recorded = summarize(trials).status, trace.status or "FAILED"
+    new = trace
+    if status != recorded and (recorded not in statuses or (recorded, status) == ("FIXED", "FAILED")):
+        new = new.with_(status=status)
+    return with_verdict(new, trials)
+
+
 def reached(trace, status: str, step: int | None) -> bool:
     """Does a replay that ended with ``status``, diverging at ``step``, say anything about the
     entry ``trace``'s finding?  Not when it could not be judged (``ERROR``), nor when it diverged

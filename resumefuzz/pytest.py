@@ -99,10 +99,9 @@ class StoreTest:
         """Fuzz one variant under the active Hypothesis profile; raise ``StoreFailure``."""
         from hypothesis import HealthCheck, Phase, settings
 
-        from fuzz.campaign import database_key
         from fuzz.failures import Failure
         from fuzz.machine import machine_for
-        from fuzz.profiles import KeyedDatabase
+        from fuzz.profiles import KeyedDatabase, database_key
         from fuzz.runner import Session, Settings
 
         adapter = self.adapter()

@@ -128,6 +128,43 @@ def test_nightly_does_not_record_a_replay_that_never_reached_the_finding(nightly
     assert {r["status"] for r in summary.replays} == {"CHANGED"}  # shown, not recorded
 
 
+def test_nightly_records_by_the_rule_replay_update_records_by(nightly_copy, monkeypatch):
+    # A FIXED entry whose finding came back in one of its trials is a finding again: `replay
+    # --update` wrote FAILED, the nightly run kept FIXED because FIXED came up too (its own copy
+    # of the rule, until both called replay.updated).
+    import fuzz.nightly
+    from fuzz.corpus import replays_for
+    from fuzz.replay import ReplayResult
+    from fuzz.trace import load_trace
+
+    entry = next((nightly_copy / "corpus" / "mutant_Replay").rglob("*.json"))
+    doc = json.loads(entry.read_text())
+    doc["status"], doc["finding"]["reproduced"] = "FIXED", {"k": 1, "n": 14}
+    entry.write_text(json.dumps(doc))
+    step = doc["finding"]["step"]
+    trials = ["FIXED"] * (replays_for(load_trace(entry)) - 1) + ["FAILED"]
+    assert len(trials) > 1
+
+    class OnceFailing:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def replay(self, path):
+            if Path(path).resolve() != entry.resolve():  # every other entry: its recorded finding, unchanged
+                other = load_trace(path)
+                return ReplayResult(str(path), other.status or "FAILED", None, None, "",
+                                    step=other.finding.step if other.finding else None)
+            status = trials.pop(0)
+            return ReplayResult(str(path), status, "Replay", "Replay" if status == "FAILED"
+                                else None, status, step=step if status == "FAILED" else None)
+
+    monkeypatch.setattr(fuzz.nightly, "Replayer", OnceFailing)
+    summary = run_nightly(NightlyOptions(targets=["mutant:Replay"], max_examples=5, seed=1,
+                                         profile="ci"), log=lambda line: None)
+    assert [(c["was"], c["now"]) for c in summary.changed] == [("FIXED", "FAILED")]
+    assert json.loads(entry.read_text())["status"] == "FAILED"
+
+
 def test_nightly_removes_an_entry_another_one_makes_redundant(nightly_copy):
     # A second campaign found the known defect again with a longer trace: the nightly run keeps
     # the shorter entry and removes the longer one with its report.

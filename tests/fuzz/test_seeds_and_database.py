@@ -1,12 +1,12 @@
 """Campaigns are independent: chunk seeds are hashed from (seed, chunk), and each target
 variant, and each set of categories a campaign suppressed after finding them, has its own example
-database entries (fuzz.profiles.database's ``key``, fuzz.campaign.database_key)."""
+database entries (fuzz.profiles.database's ``key``, fuzz.profiles.database_key)."""
 
 import pytest
 from hypothesis.database import InMemoryExampleDatabase
 
-from fuzz.campaign import CampaignOptions, chunk_seed, database_key, run_campaign
-from fuzz.profiles import DATABASE_DIR, KeyedDatabase, profile_settings
+from fuzz.campaign import CampaignOptions, chunk_seed, run_campaign
+from fuzz.profiles import DATABASE_DIR, KeyedDatabase, database_key, profile_settings
 from fuzz.targets import prepare, resolve
 
 
