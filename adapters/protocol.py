@@ -179,10 +179,14 @@ class Deviation:
     # only loses work when the process dies.  ``rules``: names of the classification rules
     # (``refmodel.RULES``, docs/semantics.md "Classification") whose findings it explains, when
     # the weakening is one way of diverging among several of its category: a category-wide
-    # deviation would turn every other way into a ``D`` as well.
+    # deviation would turn every other way into a ``D`` as well.  ``superseded``: only an op on
+    # a thread that is behind its lineage (``fuzz.judge.superseded``: another thread forked from
+    # the same run was written after it), which a framework keeping a run and its branches in one
+    # thread reaches by an old checkpoint's id, its time travel.
     ops: frozenset = frozenset()
     after_crash_kinds: frozenset = frozenset()
     rules: frozenset = frozenset()
+    superseded: bool = False
 
     def __post_init__(self) -> None:
         # Checked when the adapter builds it: a misspelt rule would cover nothing, and the
@@ -196,13 +200,15 @@ class Deviation:
                 f"{sorted(n for n, c in categories.items() if c == self.category)})")
 
     def covers(self, category: str, op_name: str, crash_kind: str | None,
-               rule: str = "") -> bool:
+               rule: str = "", superseded: bool = False) -> bool:
         """Does this weakening explain a ``category`` divergence of ``op_name``, named by the
-        classification rule ``rule``?"""
+        classification rule ``rule``, on a thread that is (``superseded``) or is not behind its
+        lineage?"""
         return (category == self.category
                 and (not self.ops or op_name in self.ops)
                 and (not self.after_crash_kinds or crash_kind in self.after_crash_kinds)
-                and (not self.rules or rule in self.rules))
+                and (not self.rules or rule in self.rules)
+                and (not self.superseded or superseded))
 
 
 # =================================================================================================

@@ -942,17 +942,21 @@ def _targets(args) -> int:
         for op, why in sorted(caps.not_expressible.items()):
             print(f"  n/a {op}: {why}")
         for d in adapter.deviations(variant):
-            limits = "; ".join(f"{k}: {', '.join(v)}" for k, v in _limits(d).items())
+            limits = "; ".join(k if v is True else f"{k}: {', '.join(v)}"
+                               for k, v in _limits(d).items())
             print(f"  D {d.category}{f' [{limits}]' if limits else ''}: {d.scope} ({d.citation})")
     return 0
 
 
 def _limits(deviation) -> dict:
     """A deviation's machine-readable limits (``Deviation.ops``, ``after_crash_kinds``,
-    ``rules``), the non-empty ones, sorted."""
+    ``rules``, ``superseded``), the non-empty ones, sorted."""
     fields = {"ops": deviation.ops, "after_crash_kinds": deviation.after_crash_kinds,
               "rules": deviation.rules}
-    return {k: sorted(v) for k, v in fields.items() if v}
+    out = {k: sorted(v) for k, v in fields.items() if v}
+    if deviation.superseded:
+        out["superseded"] = True
+    return out
 
 
 def _expressed(caps) -> list:

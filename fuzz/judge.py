@@ -87,6 +87,40 @@ def crash_kind_of(world: World, op: Op, observed: Observation) -> str | None:
     return thread.crash_kind if thread is not None else None
 
 
+# The ops that write a checkpoint of the thread they name (a fork: of its new branch).  A query
+# reads and a tamper edits what is there; neither moves a thread ahead of another.
+_WRITERS = frozenset({"start", "resume", "recover", "race", "twin_recover", "stale_resume"})
+
+
+def _written(op: Op) -> str | None:
+    if op.name == "fork":
+        return op.new_thread
+    return op.thread if op.name in _WRITERS else None
+
+
+def superseded(world: World, op: Op, history=()) -> bool:
+    """Is ``op``'s thread behind its lineage: was another thread of the same run (the run, or a
+    branch forked from it, directly or not) written after this thread last was?
+
+    A framework that keeps a run and its branches in one thread of its own (LangGraph) then
+    reaches this thread only by its checkpoint's id, which the thread has moved past: the
+    framework's time travel.  An op refused loudly is not counted as a write: the head it would
+    have moved may not have moved, and a ``D`` claimed for a call that was no time travel would
+    hide a defect (the conservative side is ✗)."""
+    thread = world.get(op.thread)
+    if thread is None:
+        return False
+    root = thread.lineage or op.thread
+    family = {n for n, t in world.threads if (t.lineage or n) == root}
+    last: dict = {}
+    for i, (done, observed, _allowed) in enumerate(history):
+        name = _written(done)
+        if name in family and observed.outcome != "rejected":
+            last[name] = i
+    mine = last.get(op.thread, -1)
+    return any(i > mine for n, i in last.items() if n != op.thread)
+
+
 def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=None,
                deviations=(), history=()) -> Judgement:
     """Judge one observed step (raises ``refmodel.InvalidOperation`` if ``op`` is not enabled)."""
@@ -97,8 +131,10 @@ def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=N
         after = next(w for o, w in alternatives if o.same_as(observed))
         return Judgement(allowed, None, None, "", after)
     kind = crash_kind_of(world, op, observed)
+    behind = superseded(world, op, history)
     deviation = next((d for d in deviations
-                      if d.covers(divergence.category, op.name, kind, divergence.rule)), None)
+                      if d.covers(divergence.category, op.name, kind, divergence.rule, behind)),
+                     None)
     if deviation is None:
         return Judgement(allowed, divergence, "✗", "", alternatives[0][1])
     return Judgement(allowed, divergence, "D", deviation.citation,

@@ -47,6 +47,13 @@ TELEMETRY_OFF = {
 
 # Citations (site-packages paths at the pinned versions; the test file at the mirror's commit).
 TYPES_DURABILITY = "langgraph 1.2.24 langgraph/types.py:99-105 (Durability docstring)"
+LOOP_SUPERSEDED = (
+    "langgraph 1.2.24 langgraph/pregel/_loop.py:987-990: \"Finished tasks rerun only on time "
+    "travel, or on a resume at a checkpoint the thread has moved past. A resume addressed at the "
+    "thread's latest checkpoint hands their writes back, as without an id.\"; "
+    "pregel/_checkpoint.py:174-188 (checkpoint_superseded: \"Whether the thread has moved past "
+    "`saved`, the checkpoint `config` addressed\")"
+)
 TIME_TRAVEL_TESTS = (
     "langchain-ai/langgraph libs/langgraph/tests/test_time_travel.py:12-16 "
     "(module docstring, commit f09cfe8, after release 1.2.11)"
@@ -281,6 +288,28 @@ class LangGraphAdapter(Adapter):
                 # the gate's result of a crashed run at C, was a D while this covered them all).
                 rules=frozenset({"fork-answered-earlier-gate"}),
             ))
+        if o["api"] == "func":
+            # A branch lives in its source's LangGraph thread, so once it (or the source's
+            # other branches) wrote, the source is reached by its own checkpoint's id, one the
+            # thread has moved past.  LangGraph then reruns the finished @tasks of that
+            # checkpoint on purpose: they are the entrypoint's, the one node after it.  Limited
+            # to that address (``superseded``) and to the rule naming a finished task run again:
+            # a recovery or resume at the thread's head that reruns a task stays a ✗ (and the
+            # graph API's nodes before a checkpoint are "NOT re-executed",
+            # test_time_travel.py:281, so no graph variant declares it).
+            scope = ("{op} of a thread whose LangGraph thread has moved past its checkpoint (a "
+                     "fork's source, or a branch, after another thread of the same run wrote): "
+                     "the call addresses that checkpoint's id, and LangGraph runs the @tasks "
+                     "finished there again instead of handing their cached writes back")
+            out.append(Deviation("Replay", LOOP_SUPERSEDED,
+                                 scope.format(op="a recover (invoke(None, config))"),
+                                 rules=frozenset({"recovery-refires-completed"}),
+                                 superseded=True))
+            out.append(Deviation("PrefixReplay", LOOP_SUPERSEDED,
+                                 scope.format(op="a resume or a racer (Command(resume))"),
+                                 ops=frozenset({"resume", "race"}),
+                                 rules=frozenset({"resume-refires-prefix"}),
+                                 superseded=True))
         if STALE_HANDLES[o["resume"]] is _SNAPSHOT:
             # A checkpoint config held from the pause is LangGraph's time-travel handle: invoking
             # with it replays from that checkpoint, which LangGraph documents as a fork, so the

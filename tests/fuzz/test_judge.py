@@ -190,3 +190,58 @@ def test_an_adopted_fork_keeps_only_the_gates_its_branch_reached():
     with pytest.raises(InvalidOperation):
         model.step(judged.world, Fork("f1", gate=3, value="a", new_thread="f2"))
     model.step(judged.world, Fork("f1", gate=2, value="b", new_thread="f2"))  # still there
+
+
+TIME_TRAVEL = Deviation("Replay", "docs: a call at a checkpoint the thread moved past reruns "
+                        "its finished tasks", "recover of a superseded thread",
+                        rules=frozenset({"recovery-refires-completed"}), superseded=True)
+
+
+def _recover_after(fork: bool):
+    """``start; [fork(gate 3, b);] recover(t0)`` where the recovery runs tasks 1 and 2 again
+    (LangGraph's functional API, ``func-command/Replay-8009beb33d3e``): the verdict."""
+    from refmodel import Fork
+
+    asked = Observation("interrupted", (("t0", 1, None), ("t0", 2, None)), view((1, 2), pending=3))
+    ops, script = [Start("t0")], [asked]
+    if fork:
+        ops.append(Fork("t0", gate=3, value="b", new_thread="f1"))
+        script.append(Observation("completed", (("f1", 3, "b"),), view((1, 2, 3), {3: "b"})))
+    ops.append(Recover("t0"))
+    script.append(asked)
+    return judge_trace(lambda wf: Scripted(script), WF, ops, Capabilities(), [TIME_TRAVEL])
+
+
+def test_a_superseded_deviation_covers_only_a_thread_behind_its_lineage():
+    behind = _recover_after(fork=True)  # the branch f1 wrote after t0: t0 is behind
+    assert behind.verdict == "D" and behind.divergence.rule == "recovery-refires-completed"
+    # The same re-run at the thread's head is the defect it always was.
+    at_head = _recover_after(fork=False)
+    assert at_head.verdict == "✗" and at_head.divergence.rule == "recovery-refires-completed"
+
+
+def test_superseded_reads_the_lineage_and_the_order_of_its_writes():
+    from fuzz.judge import superseded
+    from refmodel import Fork, Resume
+
+    model, world, history = model_for(WF, Capabilities()), World(), []
+
+    def apply(op, outcome=None):
+        nonlocal world
+        observed, after = model.step(world, op)[0]
+        if outcome is not None:  # what the target did instead
+            observed = Observation(outcome, (), None)
+        history.append((op, observed, (observed,)))
+        world = after
+
+    apply(Start("t0"))
+    apply(Start("t1"))
+    apply(Fork("t1", gate=3, value="b", new_thread="g1"), outcome="rejected")
+    assert not superseded(world, Recover("t1"), history)  # a refused fork wrote nothing
+    apply(Fork("t0", gate=3, value="b", new_thread="f1"))
+    assert superseded(world, Recover("t0"), history)  # its branch wrote after it
+    assert not superseded(world, Recover("f1"), history)  # the newest of its lineage
+    assert not superseded(world, Recover("t1"), history)  # another run: not its lineage
+    apply(Resume("t0", value="a"))
+    assert superseded(world, Recover("f1"), history)  # now the source wrote after the branch
+    assert not superseded(world, Recover("t0"), history)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +77,8 @@ def test_every_functional_fork_spelling_cites_the_replay(adapter):
     for v in VARIANTS:
         if v.options["api"] != "func" or v.options["fork"] == "update":
             continue
-        prefix = [d for d in adapter.deviations(v) if d.category == "PrefixReplay"]
+        prefix = [d for d in adapter.deviations(v)
+                  if d.category == "PrefixReplay" and not d.superseded]
         assert len(prefix) == 1 and prefix[0].ops == frozenset({"fork"}), v.name
         # The same re-execution met at a gate: the fork's value answers an earlier gate.
         ignored = [d for d in adapter.deviations(v) if d.category == "ForkIgnore"]
@@ -84,6 +86,30 @@ def test_every_functional_fork_spelling_cites_the_replay(adapter):
     for v in VARIANTS:  # the graph API's forks carry their node's state: no such deviation
         if v.options["api"] == "graph":
             assert not [d for d in adapter.deviations(v) if d.category == "ForkIgnore"], v.name
+
+
+def test_a_call_at_a_superseded_checkpoint_reruns_finished_tasks_in_the_functional_api_only(
+        adapter):
+    """The functional variants declare LangGraph's rerun of finished @tasks at a checkpoint the
+    thread has moved past, for that address only (``superseded``) and the one rule each; the
+    graph API declares nothing of it.  The citation is read back from the installed source:
+    if LangGraph rewords or moves it, this fails and the deviation has to be read again."""
+    import langgraph.pregel._loop as loop
+
+    from adapters.langgraph.adapter import LOOP_SUPERSEDED
+
+    lines = Path(loop.__file__).read_text().splitlines()[986:990]
+    said = " ".join(line.strip().lstrip("# ") for line in lines)
+    assert said.startswith("Finished tasks rerun only on time travel, or on a resume at a "
+                           "checkpoint the thread has moved past."), said
+    assert "is_time_traveling or self._addressed_checkpoint_superseded" in said
+    assert "_loop.py:987-990" in LOOP_SUPERSEDED
+    for v in VARIANTS:
+        behind = {(d.category, tuple(sorted(d.rules)), tuple(sorted(d.ops)))
+                  for d in adapter.deviations(v) if d.superseded}
+        expected = {("Replay", ("recovery-refires-completed",), ()),
+                    ("PrefixReplay", ("resume-refires-prefix",), ("race", "resume"))}
+        assert behind == (expected if v.options["api"] == "func" else set()), v.name
 
 
 def test_tamper_reach_is_the_langgraph_thread(adapter):
