@@ -223,6 +223,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_report_command(sub)
     _add_dedupe_command(sub)
+    _add_merge_evidence_command(sub)
 
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?")
@@ -683,6 +684,36 @@ def _dedupe(args) -> int:
         if args.apply:
             remove(redundant, Path(args.reports))
     print(f"{len(pairs)} of {len(paths)} entries {'removed' if args.apply else 'redundant'}")
+    return 0
+
+
+def _add_merge_evidence_command(sub) -> None:
+    p = sub.add_parser("merge-evidence",
+                       help="merge campaign evidence written elsewhere (--results of a scratch "
+                            "campaign, another machine) into the evidence directory")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="evidence files, or directories of them (searched recursively)")
+    p.add_argument("--into", default="results", metavar="DIR",
+                   help="the evidence directory to merge into (default: results)")
+    p.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
+    p.set_defaults(func=_merge_evidence)
+
+
+def _merge_evidence(args) -> int:
+    """Each source file's campaigns added to its variant's file under ``--into``, once
+    (``evidence.merge``: campaigns are told apart by id, so merging twice adds nothing)."""
+    from pathlib import Path
+
+    from .evidence import merge_into
+
+    plans = merge_into(args.paths, Path(args.into), dry_run=args.dry_run)
+    words = {"new": "new file", "added": "added", "replaced": "replaced (it holds every "
+             "campaign the destination had)", "already": "already there, nothing added"}
+    for source, dest, planned in plans:
+        more = f", {planned.added} campaign(s)" if planned.added else ""
+        print(f"{source} -> {dest}: {words[planned.how]}{more}")
+    changed = sum(1 for *_, m in plans if m.doc is not None)
+    print(f"{changed} of {len(plans)} files {'would change' if args.dry_run else 'merged'}")
     return 0
 
 

@@ -11,8 +11,11 @@ properties render ``?`` (not counted), never ``✓``.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
+import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.protocol import OPERATIONS, atomic_write_text
@@ -216,6 +219,7 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
     exercised, withdrawn = withdraw(
         merge_exercised(old.get("exercised"), _exercised(result)), capabilities)
     withdrawn = merge_exercised(old.get("withdrawn"), withdrawn)
+    updated = now()
     doc = {
         "format": FORMAT,
         "version": VERSION,
@@ -223,7 +227,7 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "variant": variant.name,
         "description": variant.description,
         "options": dict(variant.options),
-        "updated": now(),
+        "updated": updated,
         "latest": {"examples": result.examples, "operations": result.operations,
                    "seconds": result.seconds,
                    "categories": sorted({f.category for f in result.findings}),
@@ -235,6 +239,9 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "exercised": exercised,
         **({"withdrawn": withdrawn} if withdrawn else {}),
         "campaigns": old.get("campaigns", 0) + 1,
+        # One id per campaign, so that ``merge`` can tell a copy of this file from other
+        # campaigns of the same variant (a scratch directory, another machine, a worktree).
+        "campaign_ids": campaign_ids(old) + [f"{updated}#{uuid.uuid4().hex[:8]}"],
         "capabilities": capabilities,
         "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
                        for d in adapter.deviations(variant)],
@@ -243,6 +250,124 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return path
+
+
+def campaign_ids(doc: dict) -> list:
+    """The campaigns an evidence file counts, by id.  A file written before ids were recorded
+    stands for its campaigns with one id made of what it says (target, variant, totals, time of
+    its last write): a copy of it, and a file a later campaign wrote on top of such a copy,
+    carry that same id."""
+    if "campaign_ids" in doc:
+        return list(doc["campaign_ids"])
+    if not doc.get("campaigns"):
+        return []
+    said = [doc.get(k) for k in ("target", "variant", "total_examples", "total_operations",
+                                 "campaigns", "updated")]
+    digest = hashlib.sha256(json.dumps(said).encode()).hexdigest()[:12]
+    return [f"before-ids:{digest}"]
+
+
+@dataclass(frozen=True)
+class Merge:
+    """What ``merge`` makes of one source file: ``doc`` to write (None: nothing to write),
+    ``how`` (``"new"``, ``"added"``, ``"replaced"``, ``"already"``) and the campaigns it adds."""
+
+    doc: dict | None
+    how: str
+    added: int = 0
+
+
+def merge(dest: dict | None, src: dict) -> Merge:
+    """The evidence of ``dest`` and ``src`` (one target and variant) as one file.
+
+    Campaigns are told apart by ``campaign_ids``: those of ``src`` that ``dest`` has already
+    are not counted twice.  Disjoint: totals and counts add up, and the newer file (by
+    ``updated``) gives ``latest``, the capabilities (counts they no longer express go to
+    ``withdrawn``), the deviations and the versions.  ``src`` holding every campaign of
+    ``dest`` and more (a copy of it that campaigns then added to): ``src`` replaces it.  Each
+    holding campaigns the other lacks *and* sharing some: their counts cannot be separated, and
+    ``UsageError`` says so before anything is written."""
+    theirs = campaign_ids(src)
+    if dest is None:
+        return Merge({**src, "campaign_ids": theirs}, "new", len(theirs))
+    if (dest.get("target"), dest.get("variant")) != (src.get("target"), src.get("variant")):
+        raise UsageError(f"evidence of {src.get('target')}/{src.get('variant')} cannot be merged "
+                         f"into that of {dest.get('target')}/{dest.get('variant')}")
+    mine = campaign_ids(dest)
+    new = [c for c in theirs if c not in set(mine)]
+    if not new:
+        return Merge(None, "already")
+    if set(mine) <= set(theirs):
+        return Merge({**src, "campaign_ids": theirs}, "replaced", len(new))
+    if set(mine) & set(theirs):
+        raise UsageError(
+            f"{src.get('target')}/{src.get('variant')}: the two files share "
+            f"{len(set(mine) & set(theirs))} campaign(s) and each has campaigns the other lacks; "
+            "their counts cannot be separated")
+    # A tie (the times are to the second) goes to the source: the file being merged in.
+    newer = src if src.get("updated", "") >= dest.get("updated", "") else dest
+    caps = newer.get("capabilities", {})
+    exercised, gone = withdraw(merge_exercised(dest.get("exercised"), src.get("exercised")), caps)
+    withdrawn = merge_exercised(merge_exercised(dest.get("withdrawn"), src.get("withdrawn")), gone)
+    doc = {
+        **newer,
+        "version": VERSION,
+        "total_examples": dest.get("total_examples", 0) + src.get("total_examples", 0),
+        "total_operations": dest.get("total_operations", 0) + src.get("total_operations", 0),
+        "exercised": exercised,
+        "campaigns": dest.get("campaigns", 0) + src.get("campaigns", 0),
+        "campaign_ids": mine + new,
+    }
+    doc.pop("withdrawn", None)
+    if withdrawn:
+        doc["withdrawn"] = withdrawn
+    return Merge(doc, "added", len(new))
+
+
+def evidence_files(paths) -> list[Path]:
+    """The evidence files named by ``paths`` (files, or directories searched recursively), each
+    loaded once to check it is one (``UsageError`` otherwise, before anything is written)."""
+    out = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise UsageError(f"{p}: no such file or directory")
+        found = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        if p.is_dir() and not found:
+            raise UsageError(f"{p}: no evidence files in it")
+        out += found
+    for f in out:
+        load(f)
+    return out
+
+
+def merge_into(paths, root: Path = RESULTS_DIR, *, dry_run: bool = False) -> list:
+    """Merge the evidence files under ``paths`` into ``root`` (``resumefuzz merge-evidence``).
+
+    Every source is read and every merge planned before the first write, so a bad file or an
+    overlap that cannot be merged leaves ``root`` as it was.  Returns ``(source, destination,
+    Merge)`` per source file, in order; several sources of one variant merge one after the
+    other."""
+    plans, docs = [], {}
+    for source in evidence_files(paths):
+        src = load(source)
+        dest_path = path_for(src["target"], src["variant"], root)
+        if dest_path.resolve() == source.resolve():
+            raise UsageError(f"{source}: is the destination file itself")
+        if dest_path not in docs:
+            docs[dest_path] = load(dest_path) if dest_path.exists() else None
+        try:
+            planned = merge(docs[dest_path], src)
+        except UsageError as exc:
+            raise UsageError(f"{source}: {exc}") from None
+        if planned.doc is not None:
+            docs[dest_path] = planned.doc
+        plans.append((source, dest_path, planned))
+    if not dry_run:
+        for dest_path in {d for _, d, m in plans if m.doc is not None}:
+            dest_path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(dest_path,
+                              json.dumps(docs[dest_path], indent=2, ensure_ascii=False) + "\n")
+    return plans
 
 
 def _exercised(result) -> dict:
