@@ -140,7 +140,8 @@ def mechanism(trace: Trace) -> tuple:
 def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
     """``(redundant entry, the entry kept)`` pairs: among the failing entries (not FIXED) of one
     target, variant, category, verdict and mechanism, the one kept is the best witness (one that
-    reproduced every time; then the fewest operations; then a checked reproduction script; then
+    reproduced every time, as measured: a timing-dependent entry whose rate was never measured
+    does not count as one; then the fewest operations; then a checked reproduction script; then
     the older), and the others are redundant.  Every campaign writes what it found, so repeated campaigns pile up entries that
     show one defect the same way: each is replayed by CI and read by a maintainer for nothing."""
     groups: dict = {}
@@ -152,7 +153,7 @@ def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
                trace.versions.get("store-factory"), mechanism(trace))
         script = trace.finding.script or {}
         rate = trace.finding.reproduced
-        flaky = bool(rate) and rate.get("k") != rate.get("n")
+        flaky = (bool(rate) and rate.get("k") != rate.get("n")) or trace.finding.unmeasured
         rank = (flaky, len(trace.operations), not script.get("checked"), trace.created, str(path))
         groups.setdefault(key, []).append((rank, path))
     out = []

@@ -168,7 +168,7 @@ def _witness(prop: str, traces: list):
     one; then the shortest; the fingerprint breaks ties, so the choice is stable."""
     return min(traces, key=lambda t: (
         prop in UNTAMPERED and tamper_before_divergence(t),
-        bool(t.finding.rate),
+        bool(t.finding.rate) or t.finding.unmeasured,
         len(t.operations),
         t.fingerprint,
     ))

@@ -86,6 +86,12 @@ class Finding:
     def never_reproduced(self) -> bool:
         return self.reproduced is not None and self.reproduced["k"] == 0
 
+    @property
+    def unmeasured(self) -> bool:
+        """Timing-dependent, its rate never measured (the campaign stopped first): not known
+        to reproduce every time, so never ranked as a witness that does."""
+        return self.reproduced is None and self.detail.startswith("timing-dependent (not measured")
+
 
 @dataclass(frozen=True)
 class Trace:

@@ -245,3 +245,4 @@ def test_superseded_reads_the_lineage_and_the_order_of_its_writes():
     apply(Resume("t0", value="a"))
     assert superseded(world, Recover("f1"), history)  # now the source wrote after the branch
     assert not superseded(world, Recover("t0"), history)
+

@@ -184,3 +184,37 @@ def test_nightly_removes_an_entry_another_one_makes_redundant(nightly_copy):
                                          profile="ci"), log=lambda line: None)
     assert [Path(r).name for r, _ in summary.deduped] == [copy.name]
     assert not copy.exists() and not report.exists() and entry.exists()
+
+
+def test_job_cores_pins_only_jobs_that_fill_the_cpus_evenly():
+    from fuzz.nightly import job_cores
+
+    assert job_cores(2, {0, 1}) == [0, 1]
+    assert job_cores(4, {2, 5}) == [2, 5, 2, 5]
+    assert job_cores(3, {0, 1}) is None  # one core would carry two campaigns, the other one
+    assert job_cores(2, {0, 1, 2, 3}) is None  # idle cores left for a campaign's side work
+    assert job_cores(1, {0, 1}) is None and job_cores(2, {0}) is None
+
+
+def test_each_job_runs_on_the_core_of_its_slot(monkeypatch):
+    """The campaigns of ``--jobs N`` run in forked processes; each one (and so every worker it
+    forks) sees the affinity ``job_cores`` gives its slot, and a slot freed by a finished
+    campaign is taken by the next one."""
+    import os
+
+    from fuzz import nightly as nightly_mod
+
+    def campaign(adapter, variant, budget, options):  # runs in the job's process
+        return {"target": adapter, "variant": variant, "findings": [], "examples": 0,
+                "operations": 0, "seconds": 0.0, "cpus": sorted(os.sched_getaffinity(0))}
+
+    monkeypatch.setattr(nightly_mod, "_campaign", campaign)
+    jobs = [("t", f"v{i}") for i in range(4)]
+    out = nightly_mod._run_jobs({"t": "t"}, jobs, 1.0, NightlyOptions(jobs=2), lambda line: None)
+    cpus = sorted(os.sched_getaffinity(0))
+    cores = nightly_mod.job_cores(2, cpus)
+    seen = sorted(tuple(r["cpus"]) for r in out)
+    if cores is None:
+        assert seen == [tuple(cpus)] * 4
+    else:
+        assert seen == sorted([(c,) for c in cores] * 2)

@@ -92,3 +92,32 @@ def test_dedupe_keeps_one_entry_per_variant_category_and_mechanism(tmp_path, cap
                  "--reports", str(tmp_path / "reports")]) == 0
     assert not paths[1].exists() and paths[0].exists() and paths[2].exists()
     assert "1 of 3 entries removed" in capsys.readouterr().out
+
+
+def test_dedupe_never_ranks_an_unmeasured_timing_dependent_entry_as_reproducing_every_time(
+        tmp_path):
+    """A campaign stopped before measuring a timing-dependent finding's rate: the entry says
+    "timing-dependent (not measured: ...)" and has no rate.  It is not known to reproduce every
+    time, so a longer witness that does is kept over it; among flaky ones, the shorter (a
+    LangGraph campaign, 2026-12-05, kept an unmeasured 2-operation entry over a measured 7/44
+    one of 1 operation)."""
+    from fuzz.corpus import duplicates, save
+    from fuzz.trace import Finding
+    from refmodel import Start, Workflow
+    from refmodel.ops import CrashAt
+
+    wf = Workflow(n=2, gates=(), values=("a", "b"))
+    crash = Start("t0", crash=CrashAt(task=1, phase="after_commit", kind="sigkill"))
+    steady = Trace(wf, (Start("t1"), crash), "mutant:Replay", status="FAILED", fingerprint="aaa",
+                   finding=Finding("StateMismatch", "PC", 1, "persisted state differs"))
+    unmeasured = steady.with_(  # shorter: without the rule, it would be kept
+        operations=(crash,), fingerprint="bbb",
+        finding=Finding("StateMismatch", "PC", 0, "timing-dependent (not measured: time "
+                        "limit): persisted state differs"))
+    measured = unmeasured.with_(fingerprint="ccc", operations=(crash, Start("t2")),
+                                finding=replace(steady.finding, reproduced={"k": 7, "n": 44}))
+    assert unmeasured.finding.unmeasured and not steady.finding.unmeasured
+    paths = [save(t, tmp_path / "corpus") for t in (steady, unmeasured)]
+    assert duplicates(paths) == [(paths[1], paths[0])]
+    flaky = [save(t, tmp_path / "flaky") for t in (unmeasured, measured)]
+    assert duplicates(flaky) == [(flaky[1], flaky[0])]  # both flaky: the shorter
