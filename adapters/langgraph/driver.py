@@ -300,7 +300,7 @@ class Driver:
             self.record(f"list(graph.get_state_history({self.config_src(self._config(h, lg))}))")
             raise
         if source is None:
-            source = self.tampered_source(h)
+            source = self.tampered_source(h) or self.asked_before_tamper(h, gate)
         if source is None:  # the harness lost a checkpoint the reference says exists
             raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} "
                             "pending in the branch's history")
@@ -393,6 +393,32 @@ class Driver:
                 out.append(cid)
                 cid = parents[cid]
         return out
+
+    def remember_asked(self, h: str, cid: str) -> None:
+        """Before a tamper of checkpoint ``cid`` of ``h``: the gates whose interrupts it
+        stores, kept under ``asked:<cid>`` (what the clients that were asked keep)."""
+        try:
+            saved = self.store.get_tuple(self._config(h, self._info(h)["lg"], cid))
+        except Exception:  # noqa: BLE001 - unreadable already (an earlier corrupt tamper)
+            return
+        gates = sorted({g for _, i in _interrupts(saved.pending_writes if saved else ())
+                        if isinstance(g := _gate_of(i), int)})
+        if gates:
+            self.table.set(f"asked:{cid}", gates)
+
+    def asked_before_tamper(self, h: str, gate: int) -> str | None:
+        """The newest checkpoint of ``h``'s lineage that asked ``gate`` before a tamper deleted
+        its interrupt writes (``remember_asked``), or None.  The tamper may have been another
+        thread's: a branch's fork source, or a checkpoint a branch shares with its source (the
+        functional API's ``Command(resume)`` at the thread's head writes into it), is the
+        branch's checkpoint of that gate as well (the reference counts it damaged: reach
+        ``listing``/``lineage``).  Its client forks from the id it kept, and LangGraph refuses
+        or runs on what it reads; before this the lookup failed and the example was a tool
+        error (9 of 3,966 examples, func-copy and func-command, 2026-12-05)."""
+        for cid in self.lineage(h):
+            if gate in (self.table.get(f"asked:{cid}") or ()):
+                return cid
+        return None
 
     def tampered_source(self, h: str) -> str | None:
         """``h``'s tip when the harness tampered with it (and nothing ran on it since), else

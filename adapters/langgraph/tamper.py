@@ -92,6 +92,10 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
     # The checkpoint tampered with, kept with the branch: a forgery may delete the interrupt
     # writes by which a fork finds its gate (``Driver.fork``, ``tampered_source``).
     driver.table.set(drv._key(h), {**info, "tampered": tip})
+    # And the gates it asked, as every client that saw the question keeps them: another branch
+    # whose history passes through this checkpoint (its fork's source, or one it shares with a
+    # resume at the thread's head) forks from it by that id too.
+    driver.remember_asked(h, tip)
     if store.kind == "custom":  # bring your own store: only its author's tamper
         return store.tamper(lg, tip, how, part)
     raw = RAW[store.kind](store)
@@ -104,8 +108,21 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
         return f"forged: deleted checkpoint {tip} and its writes (rollback to its parent)"
     if how == "corrupt":
         raw.corrupt(lg, tip)
+        driver.table.set(f"corrupt:{tip}", True)
         return f"corrupt: checkpoint {tip} and its writes now hold {GARBAGE[:2].hex()}... bytes"
-    done, answers, current = driver.read(h)
+    try:
+        done, answers, current = driver.read(h)
+    except Exception as exc:  # noqa: BLE001 - the saver's decoder, whatever it raises
+        if not driver.table.get(f"corrupt:{tip}"):
+            raise  # not bytes the harness corrupted: the adapter's own failure, shown as such
+        # Another thread's corrupt tamper already reached these bytes: a branch that shares
+        # the checkpoint with its source (the functional API's Command(resume) at the head
+        # writes into it).  They decode to nothing a forgery or a schema break could start
+        # from, and are damaged beyond either: left as they are (the model counts the thread
+        # damaged already; what LangGraph does next is judged the same way).  Before this, the
+        # tamper itself failed: a tool error (func-command, 2026-12-05).
+        return (f"{how}: checkpoint {tip} no longer decodes ({type(exc).__name__}: {exc}), a "
+                "corrupt tamper of a branch sharing it reached it; left as it is")
     if how == "invalid":
         done, answers = invalid_content(done, answers)
     elif part is not None:
@@ -133,6 +150,7 @@ def keep_tips(driver) -> None:
                 continue
             if tip is not None:
                 driver.table.set(key, {**info, "tampered": tip})
+                driver.remember_asked(key.split(":", 1)[1], tip)
 
 
 def set_pending(raw, lg: str, cid: str, pending, current) -> str:

@@ -227,3 +227,48 @@ def test_hooks_run_on_the_thread_that_called_run(name, variant, workflow, open_c
     assert case.run(Start("t0"), hooks) == "interrupted"
     assert case.run(Resume("t0", value="a"), hooks) == "completed"
     assert hooks.threads == {threading.get_ident()}
+
+
+# A forged or corrupt tamper of one thread can reach a checkpoint another branch depends on:
+# the fork's source (``copy``), or the very checkpoint a ``Command(resume)`` at the thread's
+# head writes the branch into (functional ``command``).  The reference counts that branch
+# damaged (reach ``listing``).  The adapter used to lose track there: a tool error, 9 of 3,966
+# examples of a campaign (2026-12-05).  ``run_op`` reports an exception of the adapter as
+# "rejected", so each test names what LangGraph does instead.
+
+
+def test_a_branch_forks_from_its_source_after_a_tamper_of_the_source_deleted_the_question(
+        variant, open_case, ledger):
+    wf = Workflow(2, {1}, ("a", "b"))
+    case = open_case(variant("sqlite-func-sync-head-copy"), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    crash = CrashAt(1, "before_effect", "exception")
+    assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1", crash=crash), 1,
+                  ledger)[0] == "crashed"
+    case.tamper("t0", "forged", "done")  # deletes the interrupt writes of f1's source
+    outcome, _, _ = run_op(case, Fork("f1", gate=1, value="a", new_thread="f2"), 2, ledger)
+    assert outcome == "completed"  # LangGraph runs on from the forged source
+
+
+def test_a_branch_sharing_its_sources_checkpoint_forks_after_the_source_was_forged(
+        variant, open_case, ledger):
+    wf = Workflow(2, {1, 2}, ("a", "b"))
+    case = open_case(variant("sqlite-func-sync-head-command"), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1"), 1,
+                  ledger)[0] == "interrupted"
+    case.tamper("t0", "forged", "pending")  # the shared checkpoint: f1's gate 2 is gone
+    outcome, _, _ = run_op(case, Fork("f1", gate=2, value="a", new_thread="f2"), 2, ledger)
+    assert outcome == "completed"
+
+
+def test_a_tamper_of_bytes_another_tamper_corrupted_leaves_them_as_they_are(
+        variant, open_case, ledger):
+    wf = Workflow(3, {2, 3}, ("a", "b"))
+    case = open_case(variant("sqlite-func-sync-head-command"), wf)
+    run_op(case, Start("t1"), 0, ledger)
+    assert run_op(case, Fork("t1", gate=2, value="a", new_thread="f2"), 1,
+                  ledger)[0] == "interrupted"
+    case.tamper("f2", "corrupt")  # the checkpoint t1 and f2 share
+    case.tamper("t1", "invalid")  # used to raise the decoder's ValueError
+    assert run_op(case, Resume("t1", value="b"), 2, ledger)[0] == "rejected"
