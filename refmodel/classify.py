@@ -198,6 +198,13 @@ def _fork_never_consumed(ctx: Context) -> str | None:
     # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
     # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).
     recorded = ctx.recorded(op.gate) == op.value and ctx.observed.outcome != "rejected"
+    checkpoint = ctx.thread.checkpoint(op.gate)
+    if _reentered(ctx, set(checkpoint.done) if checkpoint else set()):
+        # The fork ran a task before its gate again and its own crash point fired there: the
+        # crash, not the fork, kept the gate from consuming the value.  Rule 14 names the
+        # re-run (a framework may document it: LangGraph's functional forks, whose crashed
+        # branch was a ForkIgnore ✗ under their declared PrefixReplay, 2026-12-05).
+        return None
     if op.gate in ctx.expected_tasks and not ctx.ran(op.gate) and not recorded:
         refused = " (refused)" if ctx.observed.outcome == "rejected" else ""
         return f"fork with {op.value!r} at gate {op.gate} never consumed it{refused}"

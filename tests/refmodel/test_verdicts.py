@@ -356,6 +356,25 @@ def test_a_fork_whose_value_answers_an_earlier_gate_has_its_own_rule():
     assert judge(model, world, fork, asked).rule == "fork-never-consumed"
 
 
+def test_a_fork_stopped_by_its_own_crash_point_in_a_re_run_task_is_prefix_replay():
+    # LangGraph's functional copy fork at gate 3 re-runs tasks 1 and 2; its crash point at task
+    # 1 (after commit) fires there and the branch dies before gate 3.  The crash stopped the
+    # gate, the re-run reached the crash: PrefixReplay (rule 14), the re-run a framework may
+    # document, not ForkIgnore (campaign of 2026-12-05, func-copy/ForkIgnore-72e5d06144a7).
+    wf = Workflow(3, {3}, ("a", "b"))
+    model = Model(wf)
+    world, _ = walk(model, [Start("t0")])
+    crash = CrashAt(1, "after_commit", "exception")
+    fork = Fork("t0", gate=3, value="a", new_thread="f1", crash=crash)
+    died = Observation("crashed", (), view(wf, (1, 2), {}, None))
+    divergence = judge(model, world, fork, died)
+    assert (divergence.category, divergence.rule) == ("PrefixReplay", "resume-refires-prefix")
+    assert "crash point at task 1" in divergence.detail
+    # The same branch, dead with no crash point of its own: the gate never consumed the value.
+    divergence = judge(model, world, Fork("t0", gate=3, value="a", new_thread="f1"), died)
+    assert (divergence.category, divergence.rule) == ("ForkIgnore", "fork-never-consumed")
+
+
 # -- the history reach ---------------------------------------------------------------------------
 
 
