@@ -347,6 +347,8 @@ def merge_into(paths, root: Path = RESULTS_DIR, *, dry_run: bool = False) -> lis
     overlap that cannot be merged leaves ``root`` as it was.  Returns ``(source, destination,
     Merge)`` per source file, in order; several sources of one variant merge one after the
     other."""
+    if Path(root).exists() and not Path(root).is_dir():
+        raise UsageError(f"{root}: not a directory (the evidence directory to merge into)")
     plans, docs = [], {}
     for source in evidence_files(paths):
         src = load(source)

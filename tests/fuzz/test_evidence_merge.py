@@ -85,7 +85,7 @@ def test_files_sharing_some_campaigns_are_refused_and_nothing_is_written(tmp_pat
     assert evidence.path_for("reference", VARIANT.name, results).read_bytes() == before
 
 
-@pytest.mark.parametrize("bad", ["missing", "not-evidence", "empty-dir"])
+@pytest.mark.parametrize("bad", ["missing", "not-evidence", "empty-dir", "into-a-file"])
 def test_bad_input_is_one_line_and_exit_2_before_any_write(tmp_path, capsys, bad):
     results, scratch = tmp_path / "results", tmp_path / "scratch"
     campaign(scratch, 3)
@@ -94,9 +94,13 @@ def test_bad_input_is_one_line_and_exit_2_before_any_write(tmp_path, capsys, bad
         other.write_text('{"format": "resumefuzz-trace", "version": 1}')
     elif bad == "empty-dir":
         other.mkdir()
+    elif bad == "into-a-file":
+        results.write_text("not a directory")
+        other = scratch
     assert main(["merge-evidence", str(scratch), str(other), "--into", str(results)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
-    assert not results.exists()  # the good source was not merged either
+    # The good source was not merged either.
+    assert not results.exists() or results.read_text() == "not a directory"
 
 
 def test_dry_run_writes_nothing(tmp_path, capsys):

@@ -176,16 +176,18 @@ def test_an_adopted_fork_keeps_only_the_gates_its_branch_reached():
     from refmodel import Fork, InvalidOperation
 
     wf = Workflow(3, {2, 3}, ("a", "b"))
-    ignores = Deviation("ForkIgnore", "docs: a fork re-runs from its checkpoint", "fork",
-                        ops=frozenset({"fork"}))
+    # The fork re-runs task 1 (its effect fires again) and dies there, at its own crash point:
+    # the re-run is the divergence (rule 14), which the adapter documents.
+    reruns = Deviation("PrefixReplay", "docs: a fork re-runs from its checkpoint", "fork",
+                       ops=frozenset({"fork"}))
     model, world = model_for(wf, Capabilities()), World()
     start = Observation("interrupted", (("t0", 1, None),), StateView.of(wf, [1], {}, 2))
-    world = judge_step(model, world, Start("t0"), start, Capabilities(), [ignores]).world
+    world = judge_step(model, world, Start("t0"), start, Capabilities(), [reruns]).world
     fork = Fork("t0", gate=2, value="a", new_thread="f1",
                 crash=CrashAt(1, "after_commit", "exception"))
     died = Observation("crashed", (("f1", 1, None),), StateView.of(wf, [1], {}, None))
-    judged = judge_step(model, world, fork, died, Capabilities(), [ignores])
-    assert judged.verdict == "D"
+    judged = judge_step(model, world, fork, died, Capabilities(), [reruns])
+    assert judged.verdict == "D" and judged.divergence.rule == "resume-refires-prefix"
     assert [g for g, _ in judged.world.get("f1").gate_checkpoints] == [2]
     with pytest.raises(InvalidOperation):
         model.step(judged.world, Fork("f1", gate=3, value="a", new_thread="f2"))
