@@ -48,6 +48,7 @@ from .internal.flaky import Best, kept_failure, watched
 from .machine import machine_for
 from .profiles import database_key, profile_settings
 from .runner import Session, Settings
+from .trace import UNMEASURED
 
 CHUNK = 20
 HARNESS_SHARE = 0.2  # harness errors in more than this share of examples end a variant
@@ -360,7 +361,7 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     except CampaignStopped as exc:  # write the finding first, then stop
         stop = exc
         if timing and trace.finding.reproduced is None:
-            trace = _noted(trace, f"timing-dependent (not measured: {stop_reason(exc)})")
+            trace = _noted(trace, f"{UNMEASURED}: {stop_reason(exc)})")
     if note:  # after the minimizer, which judges the trace again and writes its own detail
         trace = _noted(trace, note)
     # Signals act only at the runner's checkpoints, never while a finding is written; a finding

@@ -324,20 +324,19 @@ def merge(dest: dict | None, src: dict) -> Merge:
     return Merge(doc, "added", len(new))
 
 
-def evidence_files(paths) -> list[Path]:
+def evidence_files(paths) -> list[tuple[Path, dict]]:
     """The evidence files named by ``paths`` (files, or directories searched recursively), each
-    loaded once to check it is one (``UsageError`` otherwise, before anything is written)."""
-    out = []
+    with its document, all loaded before anything is written (``UsageError`` for a path that does
+    not exist, an empty directory, or a file that is not evidence)."""
+    found = []
     for p in map(Path, paths):
         if not p.exists():
             raise UsageError(f"{p}: no such file or directory")
-        found = sorted(p.rglob("*.json")) if p.is_dir() else [p]
-        if p.is_dir() and not found:
+        files = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        if p.is_dir() and not files:
             raise UsageError(f"{p}: no evidence files in it")
-        out += found
-    for f in out:
-        load(f)
-    return out
+        found += files
+    return [(f, load(f)) for f in found]
 
 
 def merge_into(paths, root: Path = RESULTS_DIR, *, dry_run: bool = False) -> list:
@@ -350,8 +349,7 @@ def merge_into(paths, root: Path = RESULTS_DIR, *, dry_run: bool = False) -> lis
     if Path(root).exists() and not Path(root).is_dir():
         raise UsageError(f"{root}: not a directory (the evidence directory to merge into)")
     plans, docs = [], {}
-    for source in evidence_files(paths):
-        src = load(source)
+    for source, src in evidence_files(paths):
         dest_path = path_for(src["target"], src["variant"], root)
         if dest_path.resolve() == source.resolve():
             raise UsageError(f"{source}: is the destination file itself")

@@ -87,15 +87,13 @@ def crash_kind_of(world: World, op: Op, observed: Observation) -> str | None:
     return thread.crash_kind if thread is not None else None
 
 
-# The ops that write a checkpoint of the thread they name (a fork: of its new branch).  A query
-# reads and a tamper edits what is there; neither moves a thread ahead of another.
-_WRITERS = frozenset({"start", "resume", "recover", "race", "twin_recover", "stale_resume"})
-
-
 def _written(op: Op) -> str | None:
+    """The thread whose checkpoints ``op`` writes: a fork's new branch, the thread of any other
+    op that makes the framework run (``Op.executes``, a race's racers, a twin recovery).  A query
+    reads and a tamper edits what is there; neither moves a thread ahead of another."""
     if op.name == "fork":
         return op.new_thread
-    return op.thread if op.name in _WRITERS else None
+    return op.thread if op.executes or op.name in ("race", "twin_recover") else None
 
 
 def superseded(world: World, op: Op, history=()) -> bool:

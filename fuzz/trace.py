@@ -44,6 +44,11 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+# How a timing-dependent finding whose rate the campaign could not measure begins its detail
+# (``fuzz.campaign`` writes it, ``Finding.unmeasured`` reads it).
+UNMEASURED = "timing-dependent (not measured"
+
+
 @dataclass(frozen=True)
 class Finding:
     """The first divergence of a trace: category, property, the step (0-based) and why."""
@@ -90,7 +95,7 @@ class Finding:
     def unmeasured(self) -> bool:
         """Timing-dependent, its rate never measured (the campaign stopped first): not known
         to reproduce every time, so never ranked as a witness that does."""
-        return self.reproduced is None and self.detail.startswith("timing-dependent (not measured")
+        return self.reproduced is None and self.detail.startswith(UNMEASURED)
 
 
 @dataclass(frozen=True)

@@ -237,29 +237,24 @@ def test_hooks_run_on_the_thread_that_called_run(name, variant, workflow, open_c
 # "rejected", so each test names what LangGraph does instead.
 
 
-def test_a_branch_forks_from_its_source_after_a_tamper_of_the_source_deleted_the_question(
-        variant, open_case, ledger):
-    wf = Workflow(2, {1}, ("a", "b"))
-    case = open_case(variant("sqlite-func-sync-head-copy"), wf)
+@pytest.mark.parametrize("name, gates, crash, forked, part, gate, expected", [
+    # copy: f1's fork died before its gate, so its gate-1 checkpoint is its fork source, whose
+    # interrupt writes t0's forgery deletes; LangGraph runs on from the forged source.
+    ("sqlite-func-sync-head-copy", {1}, CrashAt(1, "before_effect", "exception"), "crashed",
+     "done", 1, "completed"),
+    # functional command: the fork at t0's head writes f1 into that very checkpoint, so t0's
+    # forgery of its pending record deletes f1's gate 2.
+    ("sqlite-func-sync-head-command", {1, 2}, None, "interrupted", "pending", 2, "completed"),
+])
+def test_a_branch_forks_after_another_threads_forgery_deleted_its_question(
+        name, gates, crash, forked, part, gate, expected, variant, open_case, ledger):
+    case = open_case(variant(name), Workflow(2, gates, ("a", "b")))
     run_op(case, Start("t0"), 0, ledger)
-    crash = CrashAt(1, "before_effect", "exception")
     assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1", crash=crash), 1,
-                  ledger)[0] == "crashed"
-    case.tamper("t0", "forged", "done")  # deletes the interrupt writes of f1's source
-    outcome, _, _ = run_op(case, Fork("f1", gate=1, value="a", new_thread="f2"), 2, ledger)
-    assert outcome == "completed"  # LangGraph runs on from the forged source
-
-
-def test_a_branch_sharing_its_sources_checkpoint_forks_after_the_source_was_forged(
-        variant, open_case, ledger):
-    wf = Workflow(2, {1, 2}, ("a", "b"))
-    case = open_case(variant("sqlite-func-sync-head-command"), wf)
-    run_op(case, Start("t0"), 0, ledger)
-    assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1"), 1,
-                  ledger)[0] == "interrupted"
-    case.tamper("t0", "forged", "pending")  # the shared checkpoint: f1's gate 2 is gone
-    outcome, _, _ = run_op(case, Fork("f1", gate=2, value="a", new_thread="f2"), 2, ledger)
-    assert outcome == "completed"
+                  ledger)[0] == forked
+    case.tamper("t0", "forged", part)
+    outcome, _, _ = run_op(case, Fork("f1", gate=gate, value="a", new_thread="f2"), 2, ledger)
+    assert outcome == expected
 
 
 def test_a_tamper_of_bytes_another_tamper_corrupted_leaves_them_as_they_are(
