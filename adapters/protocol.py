@@ -154,6 +154,12 @@ class Capabilities:
     # timer (a server's grace period), never to make a hung framework look alive.
     op_timeout: float | None = None
     stale_handle: str = ""
+    # May one worker process serve this variant's cases one after another (each opened, closed
+    # and cleaned up in turn), rather than a fresh fork of the prepared parent for each case?
+    # True only where nothing of a case outlives its ``Case.close`` and ``Adapter.cleanup`` in
+    # the process: no module-level registry, cache, event bus, thread or connection pool that a
+    # later case could meet.  A worker killed at a crash point is never reused either way.
+    reuse_worker: bool = False
 
     def expresses(self, op: str) -> bool:
         """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""

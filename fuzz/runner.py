@@ -3,6 +3,9 @@
 ``Session(adapter, variant)`` lives in the parent, which has imported the framework once.
 ``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
 parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
+Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
+normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork and
+an exit less per case, the largest kernel costs of a campaign after the store's own.
 ``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
 rows the ledger holds for this op, and the state ``query`` reads afterwards (the worker reads it
 right after the op and sends it unasked: one round trip per op).
@@ -17,7 +20,9 @@ its exit is not waited for (``_reap``).
 
 Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pre-imported parent
 starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
-worker, and most ops need no new process.  Every wait is bounded by ``op_timeout``: an op that
+worker, and most ops need no new process.  Why not one worker for every case: a framework's
+module-level state (registries, caches, event buses, threads) would carry one case into the
+next; only an adapter that keeps none declares ``reuse_worker``.  Every wait is bounded by ``op_timeout``: an op that
 does not answer is ``stuck`` and its worker is killed.
 
 Lifetime (``fuzz.internal.lifetime``): every child dies with the parent, whatever kills it (a
@@ -78,6 +83,10 @@ class Settings:
     # ``time.monotonic()`` by which everything must stop (``--max-time``), or None.  Each wait is
     # capped by the time left; an operation cut short by it raises ``OutOfTime``.
     deadline: float | None = None
+    # Let a worker that closed its case normally serve the next one, where the variant allows it
+    # (``Capabilities.reuse_worker``; ``fork`` mode only).  False: a fresh fork for every case,
+    # as for a variant that does not allow it (benchmarks compare the two).
+    reuse: bool = True
 
 
 class Session:
@@ -121,6 +130,14 @@ class Session:
             raise OutOfTime()
         return min(limit, left)
 
+    @property
+    def reuse(self) -> bool:
+        """Does a worker that closed its case normally stay for the next case?"""
+        if not hasattr(self, "_reuse"):
+            allowed = getattr(self.adapter.capabilities(self.variant), "reuse_worker", False)
+            self._reuse = bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
+        return self._reuse
+
     def op_limit(self) -> float:
         if not hasattr(self, "_op_limit"):
             own = getattr(self.adapter.capabilities(self.variant), "op_timeout", None)
@@ -157,6 +174,16 @@ class Session:
             self._spare.append(_Worker(self))
         except OSError:
             pass
+
+    def give_back(self, worker: _Worker) -> None:
+        """A worker that closed its case and stayed (``reuse``) becomes the spare, unless the
+        session has a live one (forked for a sigkill crash point that did not fire: fresher);
+        then it exits."""
+        if self._spare and self._spare[0].alive():
+            worker.stop(1.0)
+            return
+        _drop_spares(self._spare)
+        self._spare.append(worker)
 
     def worker(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> _Worker:
         """A worker for the case on ``workdir``: the spare if there is one, else a new one."""
@@ -201,6 +228,7 @@ class _Worker:
         self.output: Path | None = None  # the worker's output file, once it has its case
         self.stack = ""  # every thread's stack, dumped when it passed its time limit
         self._out_of_time = session.out_of_time  # the campaign's deadline, not the op's limit
+        self.cases = 0  # cases given so far (a reused worker serves several)
         if workflow is not None:
             self.adopt(workflow, workdir, ledger_path)
 
@@ -209,6 +237,7 @@ class _Worker:
         self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
                               ledger_path=str(ledger_path)))
         self.output = _output_path(ledger_path, self.pid)
+        self.cases += 1
 
     def call(self, message, timeout: float, meanwhile=None):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
@@ -305,7 +334,7 @@ class _Worker:
         _release(self.process)
 
     def stop(self, timeout: float, cleanup: bool = False, meanwhile=None,
-             remove: Path | None = None) -> bool:
+             remove: Path | None = None, stay: bool = False) -> bool:
         """Close the worker; ``cleanup``: it runs the adapter's cleanup after closing the case;
         ``remove``: it removes that directory after answering.  Returns whether it answered
         ``Closed`` (having done both).  Then nothing of the case is in use: its exit is left to
@@ -313,7 +342,7 @@ class _Worker:
         called once ``Close`` is sent, before the wait."""
         if self.alive():
             try:
-                self.conn.send(m.Close(cleanup=cleanup,
+                self.conn.send(m.Close(cleanup=cleanup, stay=stay,
                                        remove=None if remove is None else str(remove)))
             except (BrokenPipeError, OSError):
                 pass
@@ -321,6 +350,9 @@ class _Worker:
                 if meanwhile is not None:
                     meanwhile()
                 if self._closed(timeout):
+                    if stay:
+                        self.output, self.stack = None, ""
+                        return True
                     self.conn.close()
                     self.exitcode = 0
                     _exiting.append(self.process)
@@ -380,7 +412,7 @@ class _LocalWorker:
         return self._open
 
     def stop(self, timeout: float, cleanup: bool = False, meanwhile=None,
-             remove: Path | None = None) -> bool:
+             remove: Path | None = None, stay: bool = False) -> bool:
         if self._open:
             self._open = False
             self.case.close()
@@ -475,8 +507,11 @@ class CaseRunner:
         command = m.RunCommand(op=op.to_json(), seq=seq, branch=branch, query=query)
         # While the op runs, the session's spare is forked (unless it has one): it reads the
         # state and recovers if a SIGKILL ends this op (opening the store only on its first
-        # command, sent once the killed worker is dead), or serves the next case.
-        meanwhile = self.session.fork_spare if worker is self.worker else None
+        # command, sent once the killed worker is dead), or serves the next case.  Where this
+        # worker will serve the next case itself (``reuse``), only an op that may kill it needs
+        # a spare: forking one per case would pay the fork the reuse saves.
+        meanwhile = self.session.fork_spare if worker is self.worker and (
+            not self.session.reuse or _may_kill(op)) else None
         status, reply = worker.call(command, self.timeout, meanwhile)
         return self._outcome(worker, status, reply, op, seq, branch)
 
@@ -668,9 +703,14 @@ class CaseRunner:
         remove = None if self.session.settings.keep_cases else self.casedir
         closed = False
         if self.worker is not None:
-            # While it closes, the next case's worker is forked (unless the session has one).
+            # While it closes, the next case's worker is forked (unless the session has one);
+            # where workers are reused, this one stays for the next case instead.
+            stay = self.session.reuse and self.worker.cases < CASES_PER_WORKER
             closed = self.worker.stop(self.session.grace(), cleanup=self._needs_cleanup(),
-                                      meanwhile=self.session.fork_spare, remove=remove)
+                                      meanwhile=None if stay else self.session.fork_spare,
+                                      remove=remove, stay=stay)
+            if closed and stay:
+                self.session.give_back(self.worker)
         if not closed:
             self._cleanup(self.workdir)
             if remove is not None:
@@ -707,6 +747,19 @@ def waiting_in(stack: str) -> str:
     if caller is None or caller is inner:
         return said(inner)
     return f"{said(inner)}, called from {said(caller)}"
+
+
+# Cases one reused worker serves before it exits and a fresh fork takes over: bounds what a
+# long-lived worker accumulates (memory its collector never returns, descriptors of libraries'
+# own caches), so a campaign's ten-thousandth case runs in a process much like its first's.
+CASES_PER_WORKER = 50
+
+
+def _may_kill(op: Op) -> bool:
+    """Does ``op`` carry a sigkill crash point (its worker may die, and the recovery then needs
+    another)?"""
+    crash = getattr(op, "crash", None)
+    return crash is not None and crash.kind == "sigkill"
 
 
 def _branch(op: Op) -> str:

@@ -95,7 +95,7 @@ def capabilities(variant: Variant) -> Capabilities:
                             operations=Capabilities().operations | {"stale_resume"},
                             stale_handle=handle,
                             not_expressible={"interrupt_identity": NO_IDENTITY},
-                            tamper_scope="history")
+                            tamper_scope="history", reuse_worker=True)
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
     not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY}

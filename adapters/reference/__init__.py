@@ -57,6 +57,7 @@ class ReferenceAdapter(Adapter):
     def capabilities(self, variant):
         return Capabilities(
             forced_race=True, operations=Capabilities().operations | {"stale_resume"},
+            reuse_worker=True,  # a case is its JSON files in workdir, nothing in the process
             stale_handle="the checkpoint file <thread>.cp<gate>.json read while the gate was "
                          "pending (its write number names the interrupt)")
 

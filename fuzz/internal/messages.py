@@ -81,12 +81,16 @@ class Close:
     # A directory to remove after ``Closed`` is sent (the case's own, which the runner no
     # longer uses): the removal is the exiting worker's, not on the runner's way to its next case.
     remove: str | None = None
+    # Stay for another case: after ``Closed`` (and the removal), wait for the next ``Open``
+    # instead of exiting (``Session`` reuses a worker whose adapter allows it).
+    stay: bool = False
 
 
 @dataclass(frozen=True)
 class Closed:
     """The worker closed its case (and cleaned up, when asked) without an error; it exits
-    right after: nothing of the case is in use any more."""
+    right after (or, told to ``stay``, waits for its next ``Open``): nothing of the case is in
+    use any more."""
 
 
 @dataclass(frozen=True)

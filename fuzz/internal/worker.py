@@ -40,7 +40,8 @@ STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's Python stack into the work
 
 
 def serve(conn, adapter, variant, fresh=False):
-    """The worker's loop: wait for its case (``Open``), then serve commands until ``Close``.
+    """The worker's loop: wait for its case (``Open``), then serve commands until ``Close``;
+    a ``Close`` that says ``stay`` (``Capabilities.reuse_worker``) starts the loop again.
 
     A worker may be forked ahead of its case (a spare, ``Session.fork_spare``): it waits for
     ``Open`` with nothing of any case set up.  It opens the case on the first command after
@@ -50,14 +51,18 @@ def serve(conn, adapter, variant, fresh=False):
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
-    given = conn.recv()
-    if isinstance(given, m.Close):  # a spare that was never given a case
-        conn.send(m.Closed())
-        return
-    _serve_case(conn, adapter, variant, given, fresh)
+    while True:
+        given = conn.recv()
+        if isinstance(given, m.Close):  # a spare never given a case, or a reused one let go
+            conn.send(m.Closed())
+            return
+        close = _serve_case(conn, adapter, variant, given, fresh)
+        if close is None or not close.stay:
+            return
+        fresh = False  # prepared once
 
 
-def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> None:
+def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> m.Close | None:
     workflow, workdir, ledger_path = given.workflow, Path(given.workdir), given.ledger_path
     output = Output(output_path(ledger_path, os.getpid()))
     if output.file is not None:
@@ -116,6 +121,7 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> None:
         conn.send(m.Closed())
         if close.remove is not None:
             shutil.rmtree(close.remove, ignore_errors=True)
+    return close
 
 
 def output_path(ledger_path, pid: int) -> Path:

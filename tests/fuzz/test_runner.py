@@ -311,3 +311,69 @@ def test_a_sigkill_crash_point_kills_the_worker_itself_once_the_parent_is_told()
         if worker.is_alive():
             worker.kill()
             worker.join()
+
+
+class _NoReuse(ReferenceAdapter):
+    """The reference target with ``Capabilities.reuse_worker`` left at its default (False)."""
+
+    def capabilities(self, variant):
+        from dataclasses import replace
+
+        return replace(super().capabilities(variant), reuse_worker=False)
+
+
+_OPS = (Start("t0"), Resume("t0", value="a"), Fork("t0", gate=2, value="b", new_thread="t1"))
+
+
+def _cases(session, n: int, ops=_OPS):
+    """Run ``ops`` as ``n`` cases of ``session``: each case's worker pid and observations."""
+    pids, seen = [], []
+    for _ in range(n):
+        runner = session.case(WF)
+        try:
+            seen.append([runner.apply(op) for op in ops])
+            pids.append(runner.worker.pid)
+        finally:
+            runner.close()
+    return pids, seen
+
+
+def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path):
+    reference = ReferenceAdapter()
+    assert reference.capabilities(reference.variants()[0]).reuse_worker
+    with Session(reference, reference.variants()[0], tmp_path / "reused") as session:
+        reused, seen = _cases(session, 3)
+    assert len(set(reused)) == 1  # one worker served all three
+    with Session(reference, reference.variants()[0], tmp_path / "fresh",
+                 Settings(reuse=False)) as session:
+        fresh, alone = _cases(session, 3)
+    assert len(set(fresh)) == 3
+    assert seen == alone  # a case in a reused worker is observed as in a fresh one
+    assert seen[0] == seen[1] == seen[2]  # and nothing of a case reaches the next
+    undeclared = _NoReuse()
+    with Session(undeclared, undeclared.variants()[0], tmp_path / "undeclared") as session:
+        pids, _ = _cases(session, 3)
+    assert len(set(pids)) == 3
+
+
+def test_a_killed_worker_is_replaced_and_a_reused_one_retires(tmp_path, monkeypatch):
+    import fuzz.runner
+
+    monkeypatch.setattr(fuzz.runner, "CASES_PER_WORKER", 2)
+    adapter = ReferenceAdapter()
+    with Session(adapter, adapter.variants()[0], tmp_path) as session:
+        pids, _ = _cases(session, 3, ops=(Start("t0"),))
+        assert pids[0] == pids[1] != pids[2]  # two cases, then a fresh worker
+        runner = session.case(WF)
+        try:
+            killed = runner.apply(Start("t0", crash=CrashAt(1, "in_flight", "sigkill")))
+            assert killed.outcome == "crashed"
+            survivor = runner.worker.pid  # the spare forked while the sigkill op ran
+            assert survivor != pids[2]
+            assert runner.apply(Recover("t0")).outcome == "interrupted"
+        finally:
+            runner.close()
+        after, _ = _cases(session, 1, ops=(Start("t0"),))
+        assert after == [survivor]  # the recovering worker closed normally: it stays
+    # Each reused worker's case directory went with its case.
+    assert not any(tmp_path.glob("case-*"))
