@@ -71,7 +71,7 @@ MODES = ("fork", "spawn", "inprocess")
 _POLL = 0.25  # seconds between looks at a requested stop while waiting for a worker
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     op_timeout: float = 30.0  # seconds an operation may take before it is ``stuck``
     keep_cases: bool = False  # keep each case's directory (stores, ledger) after it closes
