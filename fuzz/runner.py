@@ -4,8 +4,8 @@
 ``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
 parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
 Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
-normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork and
-an exit less per case, the largest kernel costs of a campaign after the store's own.
+normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork, the
+copy-on-write faults that follow it, and an exit less per case.
 ``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
 rows the ledger holds for this op, and the state ``query`` reads afterwards (the worker reads it
 right after the op and sends it unasked: one round trip per op).
@@ -22,8 +22,8 @@ Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pr
 starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
 worker, and most ops need no new process.  Why not one worker for every case: a framework's
 module-level state (registries, caches, event buses, threads) would carry one case into the
-next; only an adapter that keeps none declares ``reuse_worker``.  Every wait is bounded by ``op_timeout``: an op that
-does not answer is ``stuck`` and its worker is killed.
+next; only an adapter that keeps none declares ``reuse_worker``.  Every wait is bounded by
+``op_timeout``: an op that does not answer is ``stuck`` and its worker is killed.
 
 Lifetime (``fuzz.internal.lifetime``): every child dies with the parent, whatever kills it (a
 parent-death signal and a lifeline pipe); the session's temp folder goes when the session closes.
