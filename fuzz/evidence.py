@@ -79,9 +79,8 @@ class Exercise:
         name = getattr(op, "name", "")
         thread = getattr(op, "thread", None)
         before = world.get(thread) if world is not None and thread is not None else None
-        executes = getattr(op, "executes", False) or name in ("race", "twin_recover")
         outcome = getattr(observed, "outcome", None)
-        if executes:
+        if getattr(op, "runs", False):
             self.counts["PC"][name] += 1
             if getattr(op, "bad_output", None):
                 self.counts["CV"]["bad_output"] += 1

@@ -89,11 +89,11 @@ def crash_kind_of(world: World, op: Op, observed: Observation) -> str | None:
 
 def _written(op: Op) -> str | None:
     """The thread whose checkpoints ``op`` writes: a fork's new branch, the thread of any other
-    op that makes the framework run (``Op.executes``, a race's racers, a twin recovery).  A query
-    reads and a tamper edits what is there; neither moves a thread ahead of another."""
+    op that makes the framework run (``Op.runs``).  A query reads and a tamper edits what is
+    there; neither moves a thread ahead of another."""
     if op.name == "fork":
         return op.new_thread
-    return op.thread if op.executes or op.name in ("race", "twin_recover") else None
+    return op.thread if op.runs else None
 
 
 def superseded(world: World, op: Op, history=()) -> bool:

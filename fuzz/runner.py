@@ -33,6 +33,7 @@ deadline cuts short raises ``OutOfTime``, never ``stuck``, since it did not get 
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import re
@@ -130,19 +131,20 @@ class Session:
             raise OutOfTime()
         return min(limit, left)
 
-    @property
+    @functools.cached_property
+    def capabilities(self):
+        """The variant's ``Capabilities``, asked of the adapter once."""
+        return self.adapter.capabilities(self.variant)
+
+    @functools.cached_property
     def reuse(self) -> bool:
         """Does a worker that closed its case normally stay for the next case?"""
-        if not hasattr(self, "_reuse"):
-            allowed = getattr(self.adapter.capabilities(self.variant), "reuse_worker", False)
-            self._reuse = bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
-        return self._reuse
+        allowed = getattr(self.capabilities, "reuse_worker", False)
+        return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
 
     def op_limit(self) -> float:
-        if not hasattr(self, "_op_limit"):
-            own = getattr(self.adapter.capabilities(self.variant), "op_timeout", None)
-            self._op_limit = max(self.settings.op_timeout, own or 0.0)
-        return self._op_limit
+        own = getattr(self.capabilities, "op_timeout", None)
+        return max(self.settings.op_timeout, own or 0.0)
 
     def out_of_time(self) -> bool:
         return self.settings.deadline is not None and time.monotonic() >= self.settings.deadline
@@ -167,7 +169,7 @@ class Session:
         parent waits for a worker anyway (its op, its close), so the fork is off the case's
         critical path.  A spare is only a head start: a fork that fails here is not an error
         (the next worker is forked when it is needed, and fails there if it must)."""
-        if self.settings.mode != "fork" or (self._spare and self._spare[0].alive()):
+        if self.settings.mode != "fork" or self._has_spare():
             return
         _drop_spares(self._spare)
         try:
@@ -175,11 +177,14 @@ class Session:
         except OSError:
             pass
 
+    def _has_spare(self) -> bool:
+        return bool(self._spare) and self._spare[0].alive()
+
     def give_back(self, worker: _Worker) -> None:
         """A worker that closed its case and stayed (``reuse``) becomes the spare, unless the
         session has a live one (forked for a sigkill crash point that did not fire: fresher);
         then it exits."""
-        if self._spare and self._spare[0].alive():
+        if self._has_spare():
             worker.stop(1.0)
             return
         _drop_spares(self._spare)

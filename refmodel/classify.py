@@ -90,6 +90,15 @@ class Context:
         return set(self.thread.durable.done) if self.thread else set()
 
     @property
+    def prefix(self) -> set:
+        """The tasks done where the op starts: the thread's durable ones, or, for a fork, those
+        of the checkpoint it forks from."""
+        if not isinstance(self.op, Fork):
+            return self.done
+        checkpoint = self.thread.checkpoint(self.op.gate)
+        return set(checkpoint.done) if checkpoint else set()
+
+    @property
     def branch(self) -> str:
         return self.op.new_thread if isinstance(self.op, Fork) else self.op.thread
 
@@ -195,16 +204,15 @@ def _fork_never_consumed(ctx: Context) -> str | None:
     op = ctx.op
     if not isinstance(op, Fork):
         return None
-    # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
-    # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).
-    recorded = ctx.recorded(op.gate) == op.value and ctx.observed.outcome != "rejected"
-    checkpoint = ctx.thread.checkpoint(op.gate)
-    if _reentered(ctx, set(checkpoint.done) if checkpoint else set()):
+    if _reentered(ctx, ctx.prefix):
         # The fork ran a task before its gate again and its own crash point fired there: the
         # crash, not the fork, kept the gate from consuming the value.  Rule 14 names the
         # re-run (a framework may document it: LangGraph's functional forks, whose crashed
         # branch was a ForkIgnore ✗ under their declared PrefixReplay, 2026-12-05).
         return None
+    # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
+    # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).
+    recorded = ctx.recorded(op.gate) == op.value and ctx.observed.outcome != "rejected"
     if op.gate in ctx.expected_tasks and not ctx.ran(op.gate) and not recorded:
         refused = " (refused)" if ctx.observed.outcome == "rejected" else ""
         return f"fork with {op.value!r} at gate {op.gate} never consumed it{refused}"
@@ -362,10 +370,7 @@ def _stale_answer_consumed(ctx: Context) -> str | None:
     # op did not give that was given earlier (consumed again), or this op's own value answering
     # a gate the op does not reach in any allowed outcome (given to one gate, answers another).
     wf = ctx.model.workflow
-    base = ctx.done
-    if isinstance(ctx.op, Fork):
-        checkpoint = ctx.thread.checkpoint(ctx.op.gate)
-        base = set(checkpoint.done) if checkpoint else set()
+    base = ctx.prefix
     given, earlier = _given(ctx), None
     for t, v in ctx.fired:
         if t not in wf.gates or t in base:
@@ -386,10 +391,7 @@ def _resume_refires_prefix(ctx: Context) -> str | None:
     op = ctx.op
     if not isinstance(op, Resume | Fork | Race | StaleResume):  # racers resume too
         return None
-    base = ctx.done
-    if isinstance(op, Fork):
-        checkpoint = ctx.thread.checkpoint(op.gate)
-        base = set(checkpoint.done) if checkpoint else set()
+    base = ctx.prefix
     again = sorted({t for t, _ in ctx.fired if t in base})
     if again:
         return f"resume re-fired completed task(s) {again}"

@@ -60,6 +60,9 @@ class Op:
 
     name = "op"
     executes = False  # does it run tasks (and so accept a crash point and BadOutput)?
+    # Does it make the framework run the thread (and write its checkpoints)?  Every executing op,
+    # and a race's racers and a twin's recoveries, which carry no crash point of their own.
+    runs = False
 
     def to_json(self) -> dict:
         doc = {"op": self.name, "thread": self.thread}
@@ -81,6 +84,7 @@ class _Executing(Op):
     bad_output: int | None = None  # BadOutput(t): task t returns a value outside the schema
 
     executes = True
+    runs = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,7 @@ class Race(Op):
     values: tuple[str, ...] = ()
     forced: bool = False  # all racers read before any writes (where the adapter can hold writes)
     name = "race"
+    runs = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", tuple(self.values))
@@ -187,6 +192,7 @@ class TwinRecover(Op):
     """Recover twice, from two byte-identical copies of the durable store."""
 
     name = "twin_recover"
+    runs = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +210,7 @@ class StaleResume(Op):
     value: str = ""
     name = "stale_resume"
     executes = True
+    runs = True
 
 
 OP_TYPES: dict[str, type[Op]] = {

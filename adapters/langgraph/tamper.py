@@ -144,13 +144,14 @@ def keep_tips(driver) -> None:
     thread whose rows cannot be read any more keeps what it had."""
     for key, info in driver.table.load().items():
         if key.startswith("thread:") and isinstance(info, dict):
+            h = key.split(":", 1)[1]
             try:
-                tip = driver.tip(key.split(":", 1)[1])
+                tip = driver.tip(h)
             except Exception:  # noqa: BLE001 - a file an earlier truncation left malformed
                 continue
             if tip is not None:
                 driver.table.set(key, {**info, "tampered": tip})
-                driver.remember_asked(key.split(":", 1)[1], tip)
+                driver.remember_asked(h, tip)
 
 
 def set_pending(raw, lg: str, cid: str, pending, current) -> str:
