@@ -6,7 +6,10 @@ operations with every outcome the contract allows next to what was observed (and
 framework's exception text); the property broken and our semantics notes
 (``docs/semantics.md``); the ``resumefuzz replay`` line; and an upstream issue (title, versions,
 what happened, what the documentation promises, the reproduction script and how often it
-reproduced).  ``resumefuzz report PATH`` writes it again from a corpus entry.
+reproduced).  A record offers no upstream issue (``unfileable``: an entry whose last replay is
+``FIXED`` or ``CHANGED``, a divergence that never came back): its last section says why, and
+shows a checked script only, as a regression check.  ``resumefuzz report PATH`` writes it again
+from a corpus entry.
 """
 
 from __future__ import annotations
@@ -103,6 +106,8 @@ def _banners(trace: Trace, repro) -> list:
         out.append("There is no standalone reproduction script for this finding "
                    + ("(the self-test targets have no framework)." if _selftest(trace)
                       else "(the adapter could not write one)."))
+    elif not repro.checked and unfileable(trace) is not None:
+        pass  # a record: its section says why nothing is filed, and hides the printing script
     elif not repro.checked:
         out.append("**Unchecked script**: the reproduction below comes from the adapter's older "
                    "generator; it replays the operations and prints, asserts nothing and was not "
@@ -167,6 +172,8 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
     f = trace.finding
     info = CATEGORY_INFO[f.category]
     verdict = "documented deviation (D)" if f.verdict == "D" else "defect (✗)"
+    if unfileable(trace) is not None:
+        verdict += ", as recorded (nothing to file now: see the end)"
     semantics = _semantics_link(path)
     allowed = list(allowed or [])
     rate = getattr(repro, "reproduces", None)
@@ -214,9 +221,45 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         *(["Not in the corpus (it never came back on replay)."] if f.never_reproduced else
           ["```", replay_line(trace, corpus_path, target_path), "```"]),
         "",
-        *_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else ()),
+        *(_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else ())
+          if unfileable(trace) is None else _nothing_to_file(trace, repro)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def unfileable(trace: Trace) -> str | None:
+    """Why the report offers no upstream issue, or None when it does.  A record is not a bug
+    report: an entry whose last replay matches the reference (``FIXED``: a release fixed it, or
+    our judge no longer calls it a defect), or diverges in another category (``CHANGED``: what
+    it shows now is not what the report says), or a divergence that never came back."""
+    f = trace.finding
+    if f.never_reproduced:
+        return (f"it never came back: 0 of {f.reproduced['n']} replays right after the campaign "
+                "reproduced it, so a maintainer could not see it either")
+    if trace.status == "FIXED":
+        return ("its last recorded replay matches the reference (`FIXED`): at the versions of that "
+                "replay there is no divergence to report")
+    if trace.status == "CHANGED":
+        return ("its last recorded replay diverges in another category (`CHANGED`): what it shows "
+                "now is not what this report describes; `resumefuzz replay --relabel` records it "
+                "again, and the report written then is the one to file")
+    return None
+
+
+def _nothing_to_file(trace: Trace, repro) -> list:
+    out = ["## Upstream issue: nothing to file", "",
+           f"This report is a record, not a bug report: {unfileable(trace)}."]
+    if repro is not None and repro.script and repro.checked:
+        # A checked script of a FIXED entry exits 0 now: kept as the regression check it is.
+        out += ["", f"**Regression script** ({repro.lines} lines): it exits 1 if the recorded "
+                "defect shows again and 0 while it does not.", "", "```python",
+                repro.script.rstrip(), "```"]
+    elif repro is not None and repro.script:
+        # The older generator's script only prints: for a record it checks nothing, and at
+        # hundreds of lines it would bury the trace above.
+        out += ["", f"The adapter's older generator wrote a {repro.lines}-line script for it "
+                "that only prints what happens; it is not shown."]
+    return out
 
 
 def _script_summary(repro) -> str:

@@ -164,3 +164,49 @@ def test_every_committed_report_has_its_entry_and_every_entry_its_report():
     assert not orphans, f"reports without a corpus entry (remove them): {orphans}"
     missing = sorted(str(e) for e in entries - reports)
     assert not missing, f"corpus entries without a report (resumefuzz report): {missing}"
+
+
+def test_a_record_offers_no_upstream_issue_and_hides_a_script_that_only_prints():
+    """A FIXED or CHANGED entry, or a divergence that never came back, is a record: a
+    maintainer who pasted its "ready to paste" section would file what is not there."""
+    live = render(trace(), "c.json", Reproduction(script="print(1)\n", checked=True,
+                                                  reproduces=(3, 3)))
+    assert "## Upstream issue (ready to paste)" in live and "print(1)" in live
+    for status, why in (("FIXED", "matches the reference"), ("CHANGED", "another category")):
+        fixed = trace().with_(status=status)
+        printing = render(fixed, "c.json", Reproduction(script="print('older')\n" * 500,
+                                                        checked=False))
+        assert "ready to paste" not in printing and "print('older')" not in printing
+        assert "## Upstream issue: nothing to file" in printing and why in printing
+        assert "Unchecked script" not in printing  # no "do not file as is": nothing is offered
+        checked = render(fixed, "c.json", Reproduction(script="print(2)\n", checked=True,
+                                                       reproduces=(0, 3)))
+        assert "ready to paste" not in checked and "**Regression script**" in checked
+        assert "print(2)" in checked
+    gone = trace().with_(finding=Finding("Unclassified", "-", 2, "odd", "✗",
+                                         reproduced={"k": 0, "n": 5}))
+    text = render(gone, "c.json", Reproduction(script="print(3)\n", checked=True,
+                                               reproduces=(0, 3)))
+    assert "ready to paste" not in text and "never came back" in text
+
+
+def test_every_committed_report_offering_an_upstream_issue_is_live_and_checks_its_defect():
+    """Only a report of a live corpus entry (last replay ``FAILED``) with a checked script may
+    say "ready to paste"; a record (removed from the corpus, ``FIXED``, ``CHANGED``) says why
+    there is nothing to file and shows no script that only prints."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    wrong = []
+    for report in sorted((root / "shrink_reports").rglob("*.md")):
+        text = report.read_text()
+        entry = (root / "corpus" / report.relative_to(root / "shrink_reports")).with_suffix(".json")
+        live = (entry.exists() and not text.startswith(REMOVED_BANNER)
+                and json.loads(entry.read_text()).get("status") in (None, "FAILED"))
+        offers = "## Upstream issue (ready to paste)" in text
+        if offers != live or (offers and "- **Reproduction script**: checks the defect" not in text):
+            wrong.append(str(report.relative_to(root)))
+        if not live and "## Upstream issue: nothing to file" not in text:
+            wrong.append(str(report.relative_to(root)))
+    assert not wrong, f"reports that offer the wrong thing upstream: {wrong[:10]}"
