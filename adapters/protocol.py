@@ -158,7 +158,9 @@ class Capabilities:
     # and cleaned up in turn), rather than a fresh fork of the prepared parent for each case?
     # True only where nothing of a case outlives its ``Case.close`` and ``Adapter.cleanup`` in
     # the process: no module-level registry, cache, event bus, thread or connection pool that a
-    # later case could meet.  A worker killed at a crash point is never reused either way.
+    # later case could meet.  A worker killed at a crash point is never reused either way, nor
+    # one that finds a thread or an open file of its case still alive after closing it (the
+    # worker checks those two; module-level state is the adapter's to rule out).
     reuse_worker: bool = False
 
     def expresses(self, op: str) -> bool:

@@ -105,6 +105,11 @@ class VariantResult:
     # evidence.Exercise: per property, the operations that could have broken it (fuzz.evidence)
     exercised: object = field(default_factory=evidence.Exercise)
     stopped: str | None = None  # "time limit", "example budget", "SIGINT", "SIGTERM"
+    # Where the variant declares reuse_worker: workers that exited after a case instead of
+    # serving the next, because the case left a thread or a file alive (``Session.left_behind``),
+    # and what the last one left.  Not an error: the next case got a fresh worker.
+    not_reused: int = 0
+    left_alive: str = ""
 
 
 @dataclass
@@ -209,6 +214,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
                 max_time, started)
     finally:
         session.close()
+        result.not_reused, result.left_alive = session.left_behind, session.last_left
     result.seconds = round(time.monotonic() - started, 2)
     return result
 

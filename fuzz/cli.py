@@ -307,6 +307,8 @@ def _fuzz(args) -> int:
             "script_errors": [{"variant": r.variant, "error": e}
                               for r in results for e in r.script_errors],
             "stopped": {r.variant: r.stopped for r in results if r.stopped},
+            "not_reused": [{"variant": r.variant, "count": r.not_reused, "last": r.left_alive}
+                           for r in results if r.not_reused],
         }, indent=2, ensure_ascii=False))
     else:
         _summary(args.target, results, seconds)
@@ -378,6 +380,9 @@ def _summary(target, results, seconds) -> None:
         if r.harness_errors:
             print(f"  [{r.variant}] {r.harness_errors} examples discarded on harness errors "
                   f"(tool errors, not findings); first: {'; '.join(r.harness_messages)}")
+        if r.not_reused:
+            print(f"  [{r.variant}] {r.not_reused} workers not reused: their case left "
+                  f"something alive (last: {r.left_alive}); each next case got a fresh worker")
         for m in r.script_errors:
             print(f"  [{r.variant}] script generator failed (a tool error; the report has the "
                   f"older, unchecked script): {m}")

@@ -5,7 +5,9 @@
 parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
 Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
 normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork, the
-copy-on-write faults that follow it, and an exit less per case.
+copy-on-write faults that follow it, and an exit less per case.  A worker that finds a thread or
+an open file of its case still alive after closing it exits instead (``worker.Residue``,
+counted in ``Session.left_behind``).
 ``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
 rows the ledger holds for this op, and the state ``query`` reads afterwards (the worker reads it
 right after the op and sends it unasked: one round trip per op).
@@ -117,6 +119,9 @@ class Session:
         # instead of forking on its critical path.  A list, so the finalizer holds it, not us.
         self._spare: list[_Worker] = []
         weakref.finalize(self, _drop_spares, self._spare)
+        # Workers told to stay that exited instead, their case still alive in them (a thread,
+        # an open file: ``worker.Residue``), and the last thing one left.
+        self.left_behind, self.last_left = 0, ""
 
     def op_time(self) -> float:
         """Seconds the next wait may take: the op time limit, capped by the time left.
@@ -180,6 +185,11 @@ class Session:
     def _has_spare(self) -> bool:
         return bool(self._spare) and self._spare[0].alive()
 
+    def left_over(self, what: str) -> None:
+        """A worker told to stay exited instead: its case left ``what`` alive in it."""
+        self.left_behind += 1
+        self.last_left = what
+
     def give_back(self, worker: _Worker) -> None:
         """A worker that closed its case and stayed (``reuse``) becomes the spare, unless the
         session has a live one (forked for a sigkill crash point that did not fire: fresher);
@@ -233,12 +243,15 @@ class _Worker:
         self.output: Path | None = None  # the worker's output file, once it has its case
         self.stack = ""  # every thread's stack, dumped when it passed its time limit
         self._out_of_time = session.out_of_time  # the campaign's deadline, not the op's limit
+        self._left_over = session.left_over  # counts a worker that would not stay
         self.cases = 0  # cases given so far (a reused worker serves several)
+        self.stayed = False  # it closed its last case and stayed for the next (``reuse``)
         if workflow is not None:
             self.adopt(workflow, workdir, ledger_path)
 
     def adopt(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> None:
         """Give the worker its case (``OSError``: it is gone)."""
+        self.stayed = False
         self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
                               ledger_path=str(ledger_path)))
         self.output = _output_path(ledger_path, self.pid)
@@ -354,10 +367,14 @@ class _Worker:
             else:
                 if meanwhile is not None:
                     meanwhile()
-                if self._closed(timeout):
-                    if stay:
+                closed = self._closed(timeout)
+                if closed is not None:
+                    if stay and not closed.left:
                         self.output, self.stack = None, ""
+                        self.stayed = True
                         return True
+                    if closed.left:  # told to stay, it found its case still alive: it exits
+                        self._left_over(closed.left)
                     self.conn.close()
                     self.exitcode = 0
                     _exiting.append(self.process)
@@ -365,9 +382,9 @@ class _Worker:
         self.kill()
         return False
 
-    def _closed(self, timeout: float) -> bool:
-        """Did the worker answer ``Closed`` within ``timeout``?  No stop checkpoint here: this
-        is the cleanup a stop request runs."""
+    def _closed(self, timeout: float) -> m.Closed | None:
+        """The worker's ``Closed``, if it answered within ``timeout``.  No stop checkpoint
+        here: this is the cleanup a stop request runs."""
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             ready = connection.wait([self.conn, self.process.sentinel], remaining)
@@ -375,13 +392,13 @@ class _Worker:
                 try:
                     message = self.conn.recv()
                 except (EOFError, OSError):
-                    return False
+                    return None
                 if isinstance(message, m.Closed):
-                    return True
+                    return message
                 continue  # a reply it sent unasked that was never read
             if ready:
-                return False  # it exited without closing
-        return False
+                return None  # it exited without closing
+        return None
 
 
 class _LocalWorker:
@@ -714,8 +731,10 @@ class CaseRunner:
             closed = self.worker.stop(self.session.grace(), cleanup=self._needs_cleanup(),
                                       meanwhile=None if stay else self.session.fork_spare,
                                       remove=remove, stay=stay)
-            if closed and stay:
+            if closed and self.worker.stayed:
                 self.session.give_back(self.worker)
+            elif stay:  # it did not stay (its case left something alive): fork the next one
+                self.session.fork_spare()
         if not closed:
             self._cleanup(self.workdir)
             if remove is not None:

@@ -3,7 +3,8 @@
 ``InProcessCase(adapter, variant, workflow, tmp_path).run(op)`` applies one executing operation
 with the engine's own hooks and ledger and returns ``(outcome, effect rows, exception)``, the
 outcome named as the engine names it.  Exception-kind crash points only: SIGKILL, races and twins
-need worker processes (``fuzz.runner.Session``).
+need worker processes (``fuzz.runner.Session``).  ``run_cases(session, workflow, ops, n)`` runs
+the same operations as ``n`` cases of a ``Session`` in turn, to check ``reuse_worker``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .internal.ledger import Ledger
 from .internal.worker import injected
 
 __all__ = ["InProcessCase", "allowed_resume_trace", "check_standalone", "defect_entries",
-           "injected"]
+           "injected", "run_cases"]
 
 
 class InProcessCase:
@@ -53,6 +54,22 @@ class InProcessCase:
     def close(self) -> None:
         self.case.close()
         self.ledger.close()
+
+
+def run_cases(session, workflow, ops, n: int) -> tuple[list, list]:
+    """Apply ``ops`` as ``n`` cases of ``session`` (a ``fuzz.runner.Session``), one after the
+    other: each case's worker pid and its observations.  A variant that declares
+    ``Capabilities.reuse_worker`` should show one pid, ``session.left_behind == 0`` (no case
+    left a thread or a file behind) and the observations of ``Settings(reuse=False)``."""
+    pids, seen = [], []
+    for _ in range(n):
+        runner = session.case(workflow)
+        try:
+            seen.append([runner.apply(op) for op in ops])
+            pids.append(runner.worker.pid)
+        finally:
+            runner.close()
+    return pids, seen
 
 
 def allowed_resume_trace(trace):

@@ -130,6 +130,11 @@ def capabilities(variant: Variant) -> Capabilities:
         # The caller's store: one JSON file, or rows, per thread; a fork saves a copy of the
         # source's text under its own thread, so a tamper reaches that thread alone.
         tamper_scope="thread",
+        # Each operation is one asyncio.run with a team built for it, and the store is the
+        # case's files or SQLite rows in workdir: nothing of a case outlives it in the process.
+        # The corpus replayed in one reused worker per variant observed what fresh workers
+        # did, leaving no thread or file (benchmarks/README.md, twenty-first round).
+        reuse_worker=True,
     )
 
 

@@ -236,6 +236,14 @@ class LangGraphAdapter(Adapter):
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
+            # A case is its graph, its saver and its connection, made by open() and closed by
+            # Case.close; the adapter keeps nothing per case on itself or in a module.  The
+            # worker checks that no thread or file outlives a case (worker.Residue); the whole
+            # corpus replayed in one reused worker per variant left none and observed what
+            # fresh workers did (benchmarks/README.md, twenty-first round).  A third-party
+            # store's package may keep module state (a pool, a client) we cannot vouch for:
+            # those fork a worker per case.
+            reuse_worker=o["saver"] != "custom",
             # Truncating the SQLite file damages every thread stored in it.  Otherwise a fork's
             # branch lives in its source's LangGraph thread: on PostgreSQL and in memory it shares
             # its channel blobs, so a tamper of one branch reaches the others' data ("lineage");

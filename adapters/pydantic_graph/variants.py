@@ -118,6 +118,10 @@ def capabilities(variant: Variant) -> Capabilities:
         not_expressible=not_expressible,
         intents=intents,
         tamper_scope="thread",  # one persistence object per thread, in this worker
+        # The persistence objects are the case's, gone with it; each operation is its own
+        # asyncio.run.  The corpus replayed in one reused worker per variant observed what
+        # fresh workers did, leaving no thread or file (benchmarks/README.md, twenty-first round).
+        reuse_worker=True,
     )
 
 

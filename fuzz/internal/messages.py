@@ -90,7 +90,11 @@ class Close:
 class Closed:
     """The worker closed its case (and cleaned up, when asked) without an error; it exits
     right after (or, told to ``stay``, waits for its next ``Open``): nothing of the case is in
-    use any more."""
+    use any more.  ``left``: told to stay, the worker found something of the case still alive
+    in its process (a thread, an open file; ``worker.Residue``), so it exits instead: what
+    it found, for the runner's count."""
+
+    left: str = ""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ import os
 import shutil
 import signal
 import sys
+import threading
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from refmodel import op_from_json
@@ -51,18 +53,87 @@ def serve(conn, adapter, variant, fresh=False):
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
+    before = None
     while True:
         given = conn.recv()
         if isinstance(given, m.Close):  # a spare never given a case, or a reused one let go
             conn.send(m.Closed())
             return
-        close = _serve_case(conn, adapter, variant, given, fresh)
+        if before is None:
+            before = Residue.now()  # what the process holds before its first case
+        close, before = _serve_case(conn, adapter, variant, given, fresh, before)
         if close is None or not close.stay:
             return
         fresh = False  # prepared once
 
 
-def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> m.Close | None:
+@dataclass(frozen=True)
+class Residue:
+    """The threads and file descriptors alive in this process: compared before the first case
+    and after each, so that a reused worker never hands a case's leftovers to the next.
+
+    ``Capabilities.reuse_worker`` is the adapter's word that nothing of a case outlives
+    ``Case.close``; this is the part of that word a process can check for itself.  A thread
+    still running (a framework's background writer, an executor not shut down) could write
+    into the next case's store or ledger; an open file or socket could hold a lock the next
+    case waits on.  Either makes the worker exit after the case instead of staying: a fork
+    more, never a verdict that depends on the case before.  Module-level state (a registry,
+    a cache) is not visible here and stays the adapter's to rule out."""
+
+    threads: frozenset
+    fds: frozenset
+
+    @classmethod
+    def now(cls) -> Residue:
+        return cls(frozenset(t.ident for t in threading.enumerate() if t.is_alive()),
+                   frozenset(_open_fds()))
+
+    def after(self, casedir: Path) -> tuple[str, Residue]:
+        """What a case left alive, compared with before it, in a line (empty when nothing),
+        and the residue to compare the next case with.  A file inside ``casedir`` does not
+        count, then or later: every case has a directory of its own, which goes with it, so no
+        later case can meet it (the worker's output file is there; and SQLite keeps a closed
+        connection's descriptor open for as long as another connection to the same file lives
+        in the process, as the parent's ledger connection does in a worker forked during the
+        case)."""
+        threads = sorted(t.name for t in threading.enumerate()
+                         if t.is_alive() and t.ident not in self.threads)
+        inside = str(Path(casedir).resolve()) + os.sep
+        new = set(_open_fds()) - self.fds
+        kept = {fd for fd in new if _fd_name(fd).startswith(inside)}
+        fds = sorted(new - kept)
+        parts = ([f"{len(threads)} thread(s): {', '.join(threads)}"] if threads else []) + (
+            [f"{len(fds)} fd(s): " + ", ".join(_fd_name(fd) for fd in fds)] if fds else [])
+        return "; ".join(parts), Residue(self.threads, self.fds | kept)
+
+
+def _open_fds() -> list:
+    try:
+        listed = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: fds are not compared (threads still are)
+        return []
+    return [fd for fd in listed if _is_open(fd)]  # not the listing's own, closed by now
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _fd_name(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return str(fd)
+
+
+def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool,
+                before: Residue | None = None) -> tuple[m.Close | None, Residue | None]:
+    """Serve one case; its ``Close`` (``None``: the worker stops) and the residue to compare
+    the next case with (``before``, grown by the files of this case's directory)."""
     workflow, workdir, ledger_path = given.workflow, Path(given.workdir), given.ledger_path
     output = Output(output_path(ledger_path, os.getpid()))
     if output.file is not None:
@@ -118,10 +189,16 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool) -> m.Close |
                 cleanup(adapter, variant, workdir)  # worker of the runner's would
     if close is not None:  # closed, and cleaned up if asked, without an error
         _flush()
-        conn.send(m.Closed())
+        left, after = "", before
+        if close.stay and before is not None:
+            left, after = before.after(Path(ledger_path).parent)
+        conn.send(m.Closed(left=left))
         if close.remove is not None:
             shutil.rmtree(close.remove, ignore_errors=True)
-    return close
+        if left:
+            return replace(close, stay=False), after  # exit: the runner counts it, forks anew
+        return close, after
+    return close, before
 
 
 def output_path(ledger_path, pid: int) -> Path:
@@ -183,8 +260,6 @@ def _flush() -> None:
 
 
 def _with(reply: m.Reply, **changes) -> m.Reply:
-    from dataclasses import replace
-
     return replace(reply, **changes)
 
 

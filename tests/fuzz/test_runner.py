@@ -4,6 +4,7 @@ import gc
 import os
 import re
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from adapters.reference import ReferenceAdapter, ReferenceCase
 from fuzz.errors import EngineError
 from fuzz.internal.messages import CloneCommand
 from fuzz.runner import Session, Settings
+from fuzz.testing import run_cases
 from refmodel import (
     CrashAt,
     Fork,
@@ -327,15 +329,7 @@ _OPS = (Start("t0"), Resume("t0", value="a"), Fork("t0", gate=2, value="b", new_
 
 def _cases(session, n: int, ops=_OPS):
     """Run ``ops`` as ``n`` cases of ``session``: each case's worker pid and observations."""
-    pids, seen = [], []
-    for _ in range(n):
-        runner = session.case(WF)
-        try:
-            seen.append([runner.apply(op) for op in ops])
-            pids.append(runner.worker.pid)
-        finally:
-            runner.close()
-    return pids, seen
+    return run_cases(session, WF, ops, n)
 
 
 def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path):
@@ -354,6 +348,45 @@ def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path
     with Session(undeclared, undeclared.variants()[0], tmp_path / "undeclared") as session:
         pids, _ = _cases(session, 3)
     assert len(set(pids)) == 3
+
+
+class _Leaky(ReferenceAdapter):
+    """The reference target, reuse declared, whose cases leave ``leave`` behind at close: a
+    thread still running, or a file open outside the case's directory."""
+
+    def __init__(self, leave: str, outside: Path):
+        super().__init__()
+        self.leave, self.outside = leave, outside
+
+    def open(self, variant, workflow, workdir):
+        import threading
+
+        case = super().open(variant, workflow, workdir)
+        if self.leave == "thread":
+            stop = threading.Event()
+            threading.Thread(target=stop.wait, name="left-running", daemon=True).start()
+        elif self.leave == "file":
+            self.kept = getattr(self, "kept", []) + [open(self.outside / str(id(case)), "w")]
+        return case
+
+
+@pytest.mark.parametrize("leave, named", [("thread", "left-running"), ("file", "outside"),
+                                          ("nothing", None)])
+def test_a_worker_whose_case_leaves_a_thread_or_a_file_behind_is_not_reused(tmp_path, leave,
+                                                                            named):
+    """``reuse_worker`` is the adapter's word; the part a process can check is checked: a
+    thread or an open file (outside the case's own directory) still alive after ``Case.close``
+    makes the worker exit instead of serving the next case, and is counted."""
+    (tmp_path / "outside").mkdir()
+    adapter = _Leaky(leave, tmp_path / "outside")
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+        pids, seen = _cases(session, 3)
+        left, last = session.left_behind, session.last_left
+    if named is None:
+        assert len(set(pids)) == 1 and left == 0 and last == ""
+    else:
+        assert len(set(pids)) == 3 and left == 3 and named in last
+    assert seen[0] == seen[1] == seen[2]
 
 
 def test_a_killed_worker_is_replaced_and_a_reused_one_retires(tmp_path, monkeypatch):

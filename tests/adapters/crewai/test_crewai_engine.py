@@ -77,3 +77,39 @@ def test_twin_recover_runs_both_copies(probe):
 @pytest.mark.slow
 def test_no_connection_attempt_leaves_the_machine(probe):
     assert probe["netguard"] == []
+
+
+# Forces ``reuse_worker`` on a CrewAI variant, runs three cases in one Session and prints what
+# the runner saw.  In a fresh interpreter: the parent must have imported CrewAI and run nothing.
+_FORCED_REUSE = """
+import json, sys, tempfile
+from dataclasses import replace
+from pathlib import Path
+from fuzz.runner import Session
+from fuzz.targets import prepare, resolve
+from fuzz.testing import run_cases
+from refmodel import Start, Workflow
+adapter = prepare(resolve("crewai"))
+declared = type(adapter).capabilities
+type(adapter).capabilities = lambda self, v: replace(declared(self, v), reuse_worker=True)
+variant = next(v for v in adapter.variants() if v.name == sys.argv[1])
+with Session(adapter, variant, Path(tempfile.mkdtemp())) as session:
+    pids, _ = run_cases(session, Workflow(2, {1}, ("a", "b")), [Start("t0")], 3)
+    print(json.dumps({"declared": declared(adapter, variant).reuse_worker, "pids": pids,
+                      "left": session.left_behind, "last": session.last_left}))
+"""
+
+
+def test_a_worker_whose_crewai_case_left_its_event_bus_running_is_not_reused(tmp_path):
+    """CrewAI declares no ``reuse_worker``: its event bus starts threads and an event loop
+    (``CrewAIEventsLoop``, ``CrewAISyncHandler_*``) that outlive a flow.  Forced on here, the
+    worker's own check sees them after every case and exits instead of serving the next: the
+    check that stands behind every adapter's declaration, shown on a real framework."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([PYTHON, "-c", _FORCED_REUSE, "persist-sqlite"], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["declared"] is False
+    assert len(set(seen["pids"])) == 3 and seen["left"] == 3
+    assert "CrewAIEventsLoop" in seen["last"], seen["last"]

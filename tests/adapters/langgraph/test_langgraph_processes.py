@@ -129,3 +129,35 @@ def test_the_barrier_variant_reaches_the_documented_async_loss_as_a_d(task, phas
         assert "'async'" in result.detail  # the citation of the durability docstring
     else:
         assert result.status == "FIXED", result.detail
+
+
+@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "sqlite-graph-async-head-update",
+                                  "sqlite-func-exit-head-update", "memory-graph-sync-head-update",
+                                  "postgres-graph-sync-head-update"])
+def test_a_reused_worker_leaves_nothing_of_a_case_and_observes_what_a_fresh_one_does(
+        name, adapter, variant, workflow, tmp_path):
+    """``reuse_worker`` is declared for the built-in savers: one worker serves the cases in
+    turn, and after each (an interrupt, an injected exception, a recovery, a fork, a tamper) no
+    thread and no file outside the case's directory is left (``Session.left_behind`` would
+    count it, and the worker would exit instead), and every observation equals a fresh
+    worker's."""
+    from adapters.protocol import Fork, Tamper
+    from fuzz.runner import Session, Settings
+    from fuzz.testing import run_cases
+
+    v = variant(name)
+    assert adapter.capabilities(v).reuse_worker
+    ops = [Start("t0"), Resume("t0", value="a", crash=CrashAt(2, "in_flight", "exception")),
+           Recover("t0"), Resume("t0", value="a"), Fork("t0", gate=2, value="b", new_thread="t1")]
+    if "tamper" in adapter.capabilities(v).operations:
+        ops.append(Tamper("t1", how="corrupt"))
+    seen = {}
+    for reuse in (True, False):
+        with Session(adapter, v, tmp_path / str(reuse), Settings(reuse=reuse)) as session:
+            pids, observed = run_cases(session, workflow, ops, 3)
+            left, last = session.left_behind, session.last_left
+        seen[reuse] = observed
+        assert len(set(pids)) == (1 if reuse else 3)
+        assert left == 0, last
+    assert seen[True] == seen[False]
+    assert seen[True][0] == seen[True][1] == seen[True][2]
