@@ -182,7 +182,10 @@ def test_a_record_offers_no_upstream_issue_and_hides_a_script_that_only_prints()
         checked = render(fixed, "c.json", Reproduction(script="print(2)\n", checked=True,
                                                        reproduces=(0, 3)))
         assert "ready to paste" not in checked and "**Regression script**" in checked
-        assert "print(2)" in checked
+        assert "print(2)" in checked and "disagree" not in checked
+        still = render(fixed, "c.json", Reproduction(script="print(2)\n", checked=True,
+                                                     reproduces=(2, 3)))
+        assert "exited 1 in 2 of 3 fresh runs" in still  # a script that still shows it says so
     gone = trace().with_(finding=Finding("Unclassified", "-", 2, "odd", "✗",
                                          reproduced={"k": 0, "n": 5}))
     text = render(gone, "c.json", Reproduction(script="print(3)\n", checked=True,
