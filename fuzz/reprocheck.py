@@ -1,8 +1,9 @@
 """Reproduction scripts for findings: record the adapter's calls, compose, verify by running.
 
-``reproduce(adapter, variant, trace, runs=3)`` replays the shrunk trace on the target once more,
-collecting the framework calls the adapter records (``adapters.protocol.record_call``) per
-operation, asks the adapter for its script (``Adapter.reproduction``, or the older unchecked
+``reproduce(adapter, variant, trace, runs=3)`` replays the shrunk trace on the target once more
+(again, up to ``RECORD_ATTEMPTS`` times, until the finding's step diverges as recorded: a
+timing-dependent trace may run another way), collecting the framework calls the adapter records
+(``adapters.protocol.record_call``) per operation, asks the adapter for its script (``Adapter.reproduction``, or the older unchecked
 ``repro_script``), then runs the script ``runs`` times in a fresh interpreter (this one's
 ``sys.executable``, without our ``PYTHONPATH``, so an import of resumefuzz would fail) and counts
 how often it exits 1: the defect showed.  The count goes into the corpus entry and the report.
@@ -70,24 +71,54 @@ def allowed_at(trace, caps=None, deviations=()) -> tuple:
     return steps[trace.finding.step] if len(steps) > trace.finding.step else ()
 
 
+RECORD_ATTEMPTS = 5  # recordings of a timing-dependent trace, until one diverges as recorded
+
+
 def record(adapter, variant, trace, op_timeout: float = 30.0) -> tuple:
-    """Replay the trace up to its finding's step; per operation, the calls the adapter logged."""
+    """Replay the trace up to its finding's step; per operation, the calls the adapter logged.
+
+    The script repeats the calls of one recording, so that recording must show the divergence:
+    an unforced race, or a SIGKILL racing a background writer, may run another way this time
+    (two racers one after the other, say), and a script of that way shows nothing.  Up to
+    ``RECORD_ATTEMPTS`` recordings are made, until the finding's step is observed as the trace
+    recorded it (outcome, effects and state); failing that, the last one is used, and the
+    script's measured rate says what it shows."""
     session = Session(adapter, variant, settings=Settings(op_timeout=op_timeout))
+    try:
+        for _ in range(RECORD_ATTEMPTS):
+            calls, last = _record_once(session, trace)
+            if _as_recorded(last, trace):
+                break
+    finally:
+        session.close()  # its temp folder goes with it
+    return calls
+
+
+def _record_once(session, trace) -> tuple:
     runner = session.case(trace.workflow)
-    out, seen = [], 0
+    out, seen, observed = [], 0, None
     try:
         for op in trace.operations[: trace.finding.step + 1]:
             try:
-                runner.apply(op)
+                observed = runner.apply(op)
             except EngineError:
-                pass  # a tool error here only costs the calls of this op
+                observed = None  # a tool error here only costs the calls of this op
             calls = read_calls(runner.workdir)
             out.append(tuple(calls[seen:]))
             seen = len(calls)
     finally:
         runner.close()
-        session.close()  # its temp folder goes with it
-    return tuple(out)
+    return tuple(out), observed
+
+
+def _as_recorded(observed, trace) -> bool:
+    """Is ``observed`` the finding step's recorded observation?  Its error text is not
+    compared: it may name a case's temp folder or a process id."""
+    step = trace.finding.step
+    recorded = trace.observations[step] if step < len(trace.observations) else None
+    return (observed is not None and recorded is not None
+            and (observed.outcome, observed.effects, observed.state)
+            == (recorded.outcome, recorded.effects, recorded.state))
 
 
 def evidence(trace, calls: tuple, caps=None, deviations=()) -> Evidence:

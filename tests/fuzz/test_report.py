@@ -213,3 +213,30 @@ def test_every_committed_report_offering_an_upstream_issue_is_live_and_checks_it
         if not live and "## Upstream issue: nothing to file" not in text:
             wrong.append(str(report.relative_to(root)))
     assert not wrong, f"reports that offer the wrong thing upstream: {wrong[:10]}"
+
+
+def test_a_script_is_made_from_a_recording_that_diverges_as_the_trace_did(monkeypatch):
+    """An unforced race (or a SIGKILL racing a writer) may run another way when the calls are
+    recorded for the script; a script of that way shows nothing.  ``record`` records again,
+    up to ``RECORD_ATTEMPTS`` times, until the finding's step is observed as recorded."""
+    from adapters.reference import ReferenceAdapter
+    from fuzz import reprocheck
+
+    t = trace(target="reference")
+    recorded = t.observations[t.finding.step]
+    other = Observation("completed", (), recorded.state)
+    runs = iter([(("one way",), other), (("the recorded way",), recorded)] +
+                [(("never",), other)] * reprocheck.RECORD_ATTEMPTS)
+    made = []
+
+    def once(session, trace):
+        made.append(1)
+        return next(runs)
+
+    monkeypatch.setattr(reprocheck, "_record_once", once)
+    adapter = ReferenceAdapter()
+    variant = adapter.variants()[0]
+    assert reprocheck.record(adapter, variant, t) == ("the recorded way",) and len(made) == 2
+    made.clear()
+    assert reprocheck.record(adapter, variant, t) == ("never",)  # the last, when none diverged
+    assert len(made) == reprocheck.RECORD_ATTEMPTS
