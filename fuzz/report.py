@@ -252,8 +252,8 @@ def _nothing_to_file(trace: Trace, repro) -> list:
     if repro is not None and repro.script and repro.checked:
         # A checked script of a FIXED entry exits 0 now: kept as the regression check it is.
         rate = repro.reproduces
-        shown = (f" Yet it exited 1 in {rate[0]} of {rate[1]} fresh runs: the script and the replay "
-                 "disagree (see the top), so look before taking this for fixed."
+        shown = (f" Yet it exited 1 in {rate[0]} of {rate[1]} fresh runs: the script and the "
+                 "replay disagree (see the top), so look before taking this for fixed."
                  if rate and rate[0] else "")
         out += ["", f"**Regression script** ({repro.lines} lines): it exits 1 if the recorded "
                 f"defect shows again and 0 while it does not.{shown}", "", "```python",

@@ -3,10 +3,11 @@
 ``reproduce(adapter, variant, trace, runs=3)`` replays the shrunk trace on the target once more
 (again, up to ``RECORD_ATTEMPTS`` times, until the finding's step diverges as recorded: a
 timing-dependent trace may run another way), collecting the framework calls the adapter records
-(``adapters.protocol.record_call``) per operation, asks the adapter for its script (``Adapter.reproduction``, or the older unchecked
-``repro_script``), then runs the script ``runs`` times in a fresh interpreter (this one's
-``sys.executable``, without our ``PYTHONPATH``, so an import of resumefuzz would fail) and counts
-how often it exits 1: the defect showed.  The count goes into the corpus entry and the report.
+(``adapters.protocol.record_call``) per operation, asks the adapter for its script
+(``Adapter.reproduction``, or the older unchecked ``repro_script``), then runs the script
+``runs`` times in a fresh interpreter (this one's ``sys.executable``, without our ``PYTHONPATH``,
+so an import of resumefuzz would fail) and counts how often it exits 1: the defect showed.  The
+count goes into the corpus entry and the report.
 """
 
 from __future__ import annotations

@@ -208,7 +208,8 @@ def test_every_committed_report_offering_an_upstream_issue_is_live_and_checks_it
         live = (entry.exists() and not text.startswith(REMOVED_BANNER)
                 and json.loads(entry.read_text()).get("status") in (None, "FAILED"))
         offers = "## Upstream issue (ready to paste)" in text
-        if offers != live or (offers and "- **Reproduction script**: checks the defect" not in text):
+        checked = "- **Reproduction script**: checks the defect" in text
+        if offers != live or (offers and not checked):
             wrong.append(str(report.relative_to(root)))
         if not live and "## Upstream issue: nothing to file" not in text:
             wrong.append(str(report.relative_to(root)))
