@@ -241,3 +241,38 @@ def test_a_script_is_made_from_a_recording_that_diverges_as_the_trace_did(monkey
     made.clear()
     assert reprocheck.record(adapter, variant, t) == ("never",)  # the last, when none diverged
     assert len(made) == reprocheck.RECORD_ATTEMPTS
+
+
+def test_an_unforced_race_that_never_records_as_it_ran_is_recorded_forced(monkeypatch):
+    """Under load the racers of an unforced race may run one after the other in every
+    recording; the one whose reads all come first (a forced race) is then recorded, where the
+    variant can force it, and kept if it diverges as the trace did.  Only the finding's race is
+    forced."""
+    from adapters.reference import ReferenceAdapter
+    from fuzz import reprocheck
+    from refmodel import Race
+
+    t = trace(target="reference")
+    ops = (Start("t0"), Race("t0", values=("a", "a")), Race("t0", values=("b", "b")))
+    t = t.with_(operations=ops)  # the finding is step 2: the second race
+    recorded = t.observations[t.finding.step]
+    other = Observation("completed", (), recorded.state)
+    seen = []
+
+    def once(session, tr):
+        seen.append(tuple(op.forced for op in tr.operations[1:]))
+        forced = tr.operations[2].forced
+        return (("both read first",) if forced else ("one after the other",)), (
+            recorded if forced else other)
+
+    monkeypatch.setattr(reprocheck, "_record_once", once)
+    adapter = ReferenceAdapter()
+    variant = adapter.variants()[0]
+    assert adapter.capabilities(variant).forced_race
+    assert reprocheck.record(adapter, variant, t) == ("both read first",)
+    assert seen == [(False, False)] * reprocheck.RECORD_ATTEMPTS + [(False, True)]
+    # A recording as the trace ran is preferred: the forced one is never tried then.
+    seen.clear()
+    monkeypatch.setattr(reprocheck, "_record_once",
+                        lambda session, tr: (seen.append(1), (("as it ran",), recorded))[1])
+    assert reprocheck.record(adapter, variant, t) == ("as it ran",) and seen == [1]
