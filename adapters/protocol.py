@@ -160,7 +160,9 @@ class Capabilities:
     # the process: no module-level registry, cache, event bus, thread or connection pool that a
     # later case could meet.  A worker killed at a crash point is never reused either way, nor
     # one that finds a thread or an open file of its case still alive after closing it (the
-    # worker checks those two; module-level state is the adapter's to rule out).
+    # worker checks those two; module-level state is the adapter's to rule out).  It also lets
+    # a spare worker warm up on a throwaway case of its own before it is needed (a workdir
+    # under ``warm-NNNNNN/``, opened, run, closed and cleaned up like any case's).
     reuse_worker: bool = False
 
     def expresses(self, op: str) -> bool:

@@ -17,7 +17,10 @@ One *case* is the same two operations on a fresh store (workflow: 3 tasks, gate 
 - ``fork``: the same through a forked worker and its pipe (the campaign default);
 - ``sigkill``: ``start`` with a SIGKILL crash point in task 1, then ``recover``, through a forked
   worker (the kill, a new worker, and recovery), against ``inproc-crash``: the same two
-  operations with an ``exception`` crash point, in process.
+  operations with an ``exception`` crash point, in process;
+- ``sigkill-cold``: the same as ``sigkill`` with ``Settings(warm_spares=False)``: the worker
+  that recovers waits for the kill cold, instead of having run a throwaway case first (where
+  the variant reuses workers; elsewhere the two are the same).
 
 The kinds are interleaved case by case, so that load on the machine hits them alike; the ratios
 are of medians.  Goals: fuzzer / plain <= 1.10; sigkill / inproc-crash <= 2.  fuzzer /
@@ -103,12 +106,14 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="overhead-"))
     inproc = Session(adapter, variant, root / "in", Settings(mode="inprocess"))
     forked = Session(adapter, variant, root / "fork", Settings(mode="fork"))
+    cold = Session(adapter, variant, root / "cold", Settings(mode="fork", warm_spares=False))
     kinds = {
         "plain": lambda: plain(adapter, variant, root),
         "plain+query": lambda: plain(adapter, variant, root, query=True),
         "fuzzer": lambda: through(inproc, PAIR),
         "fork": lambda: through(forked, PAIR),
         "sigkill": lambda: through(forked, CRASH_PAIRS["sigkill"]),
+        "sigkill-cold": lambda: through(cold, CRASH_PAIRS["sigkill"]),
         "inproc-crash": lambda: through(inproc, CRASH_PAIRS["inproc-crash"]),
     }
     for run in kinds.values():  # warm up: first imports, first files
@@ -125,6 +130,7 @@ def main() -> int:
         "fuzzer/plain+query": round(med["fuzzer"] / med["plain+query"], 3),
         "fork/plain": round(med["fork"] / med["plain"], 3),
         "sigkill/inproc-crash": round(med["sigkill"] / med["inproc-crash"], 3),
+        "sigkill-cold/inproc-crash": round(med["sigkill-cold"] / med["inproc-crash"], 3),
     }
     print(json.dumps(out, indent=2))
     if args.json:

@@ -16,7 +16,11 @@ The session keeps one *spare* worker, forked while the parent waits for another 
 running, a case closing): the next case, or the recovery after a SIGKILL, takes it instead of
 forking on its way.  A worker gets its case (``Open``) when it is taken and opens the store only
 on its first command, so a spare taken after a kill has never read the store before the kill
-(it is sent only once the killed worker is dead and reaped).  A worker that closes normally runs
+(it is sent only once the killed worker is dead and reaped).  Where workers are reused, a spare
+first runs a throwaway case of its own (``warm_up_ops``, in ``warm-NNNNNN/``), so that the
+recovery after a kill runs in a process that has run a case before, as a reused worker has; a
+session that has run a SIGKILL crash point keeps such a spare ready beside the worker that
+serves the next case (``Session._keeps``).  A worker that closes normally runs
 the adapter's ``cleanup`` and removes the case's directory itself, after answering ``Closed``;
 its exit is not waited for (``_reap``).
 
@@ -52,7 +56,8 @@ import multiprocess
 from multiprocess import connection
 
 from adapters.protocol import Adapter, Variant
-from refmodel import Fork, Observation, Op, Query, Race, StateView, TwinRecover, Workflow
+from refmodel import (Fork, Observation, Op, Query, Race, Resume, Start, StateView,
+                      TwinRecover, Workflow)
 
 from .errors import EngineError, HarnessFailure, OutOfTime
 from .internal import lifetime
@@ -61,6 +66,7 @@ from .internal.blame import roots_of
 from .internal.ledger import Ledger, MemoryLedger
 from .internal.worker import OUTPUT_LIMIT, STACK_SIGNAL
 from .internal.worker import TWIN as _TWIN
+from .internal.worker import WARM_UP_FAILED
 from .internal.worker import cleanup as _cleanup
 from .internal.worker import handle as _handle
 from .internal.worker import output_path as _output_path
@@ -90,6 +96,10 @@ class Settings:
     # (``Capabilities.reuse_worker``; ``fork`` mode only).  False: a fresh fork for every case,
     # as for a variant that does not allow it (benchmarks compare the two).
     reuse: bool = True
+    # Where workers are reused, a spare runs a throwaway case of the session's last workflow
+    # while it waits (``warm_up_ops``): the first-case costs of a new process are off the way of
+    # the recovery after a SIGKILL.  False: spares wait cold (benchmarks compare the two).
+    warm_spares: bool = True
 
 
 class Session:
@@ -119,6 +129,11 @@ class Session:
         # instead of forking on its critical path.  A list, so the finalizer holds it, not us.
         self._spare: list[_Worker] = []
         weakref.finalize(self, _drop_spares, self._spare)
+        self._workflow: Workflow | None = None  # the last case's: what a spare warms up with
+        self._warm_ups = 0
+        # A SIGKILL crash point ran in this session: more will (a campaign draws them from
+        # the same strategy), so a warm spare is kept ready for them (``_keeps``).
+        self.killing = False
         # Workers told to stay that exited instead, their case still alive in them (a thread,
         # an open file: ``worker.Residue``), and the last thing one left.
         self.left_behind, self.last_left = 0, ""
@@ -147,6 +162,13 @@ class Session:
         allowed = getattr(self.capabilities, "reuse_worker", False)
         return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
 
+    @functools.cached_property
+    def warm(self) -> bool:
+        """Does a spare warm up (``Settings.warm_spares``)?  Only where workers are reused:
+        there the adapter vouches that a case leaves nothing behind (``reuse_worker``), and a
+        warmed spare is a worker that served one case, as a reused one is."""
+        return self.reuse and self.settings.warm_spares
+
     def op_limit(self) -> float:
         own = getattr(self.capabilities, "op_timeout", None)
         return max(self.settings.op_timeout, own or 0.0)
@@ -164,26 +186,78 @@ class Session:
     def close(self) -> None:
         """Stop the spare worker; remove the session's temp folder (unless ``keep_cases``, or
         the caller gave one)."""
-        _drop_spares(self._spare)
+        for casedir in _drop_spares(self._spare):
+            self._clean_warm_up(casedir)
         _reap(self.grace())
         if self._own_root and not self.settings.keep_cases:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def fork_spare(self) -> None:
-        """Fork the spare worker, unless there is one (``fork`` mode only): called while the
-        parent waits for a worker anyway (its op, its close), so the fork is off the case's
-        critical path.  A spare is only a head start: a fork that fails here is not an error
-        (the next worker is forked when it is needed, and fails there if it must)."""
-        if self.settings.mode != "fork" or self._has_spare():
+    def clean_up(self, workdir: Path) -> None:
+        """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent,
+        which forks workers, unless the session runs ``inprocess``: the framework runs here
+        already, and the fork cost ~73 ms a case).  Called when no worker of ``workdir``
+        closed normally and ran it (``_Worker.stop(cleanup=True)``)."""
+        if type(self.adapter).cleanup is Adapter.cleanup:
+            return  # nothing to clean outside the directory: spare the fork
+        if self.settings.mode == "inprocess":
+            _cleanup(self.adapter, self.variant, workdir)
             return
-        _drop_spares(self._spare)
-        try:
-            self._spare.append(_Worker(self))
-        except OSError:
-            pass
+        process = _start(_ctx, _cleanup, self.adapter, self.variant, workdir)
+        process.join(self.grace())
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGKILL)
+            process.join()
+        _release(process)
 
-    def _has_spare(self) -> bool:
-        return bool(self._spare) and self._spare[0].alive()
+    def fork_spare(self) -> None:
+        """Fork a spare worker, unless the session has an idle one (``fork`` mode only):
+        called while the parent waits for a worker anyway (its op, its close), so the fork is
+        off the case's critical path.  A spare is only a head start: a fork that fails here is
+        not an error (the next worker is forked when it is needed, and fails there if it must).
+        Where spares warm up (``warm``), it is sent its throwaway case at once."""
+        if self.settings.mode != "fork" or self._idle():
+            return
+        try:
+            spare = _Worker(self)
+        except OSError:
+            return
+        self._spare.append(spare)
+        if self.warm and self._workflow is not None:
+            self._warm_ups += 1
+            spare.warm_up(self._workflow, self.root / f"warm-{self._warm_ups:06d}")
+
+    def _idle(self) -> list:
+        """The live idle workers (spares, and a reused worker waiting for the next case); the
+        dead ones are let go."""
+        for worker in [w for w in self._spare if not w.alive()]:
+            self._spare.remove(worker)
+            self._let_go(worker)
+        return self._spare
+
+    def _let_go(self, worker: _Worker) -> None:
+        """Kill an idle worker of no use; a throwaway case it had not finished is cleaned up
+        here (a database of the adapter's, the directory)."""
+        worker.kill()
+        if worker.warm_dir is not None:
+            self._clean_warm_up(worker.warm_dir)
+
+    def _clean_warm_up(self, casedir: Path) -> None:
+        self.clean_up(casedir / "store")
+        shutil.rmtree(casedir, ignore_errors=True)
+
+    def _keeps(self) -> int:
+        """Idle workers the session keeps between cases: one, the next case's head start; two
+        where spares warm up and this session has run a SIGKILL crash point (``killing``): the
+        reused worker for the next case, and a spare warmed up ahead for the next kill.  A
+        spare forked only when the killing op starts is still warming up when an early crash
+        point fires, and the recovery would wait for the rest of its throwaway case."""
+        return 2 if self.warm and self.killing else 1
+
+    def wants_spare(self) -> bool:
+        """Should the op about to run fork a spare meanwhile, though its worker will serve the
+        next case (``reuse``) and it carries no SIGKILL crash point?  Only when the spare the
+        last kill took is to be replaced ahead of the next kill (``_keeps``)."""
+        return self.warm and self.killing and not self._idle()
 
     def left_over(self, what: str) -> None:
         """A worker told to stay exited instead: its case left ``what`` alive in it."""
@@ -191,26 +265,28 @@ class Session:
         self.last_left = what
 
     def give_back(self, worker: _Worker) -> None:
-        """A worker that closed its case and stayed (``reuse``) becomes the spare, unless the
-        session has a live one (forked for a sigkill crash point that did not fire: fresher);
-        then it exits."""
-        if self._has_spare():
-            worker.stop(1.0)
+        """A worker that closed its case and stayed (``reuse``) waits for the next case, unless
+        the session has all the idle workers it keeps (a spare forked for a sigkill crash point
+        that did not fire: fresher); then it exits."""
+        if len(self._idle()) >= self._keeps():
+            worker.stop(1.0)  # no warm-up owed: it served a case since
             return
-        _drop_spares(self._spare)
         self._spare.append(worker)
 
     def worker(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> _Worker:
-        """A worker for the case on ``workdir``: the spare if there is one, else a new one."""
+        """A worker for the case on ``workdir``: an idle one if there is one (one ready first:
+        done warming up, else the oldest), else a new one."""
         while self._spare:
-            spare = self._spare.pop()
-            if spare.alive():
+            ready = [w for w in self._spare if w.ready()]
+            spare = ready[-1] if ready else self._spare[0]
+            self._spare.remove(spare)
+            if spare.alive() and spare.warmed(self.grace()):
                 try:
                     spare.adopt(workflow, workdir, ledger_path)
                     return spare
                 except OSError:
                     pass
-            spare.kill()  # it died idle: a new one
+            self._let_go(spare)  # it died idle, or its warm-up failed: a new one
         return _Worker(self, workflow, workdir, ledger_path)
 
     def __enter__(self) -> Session:
@@ -221,6 +297,7 @@ class Session:
 
     def case(self, workflow: Workflow) -> CaseRunner:
         self._cases += 1
+        self._workflow = workflow
         casedir = self.root / f"case-{self._cases:06d}"
         return CaseRunner(self, workflow, casedir)
 
@@ -246,6 +323,8 @@ class _Worker:
         self._left_over = session.left_over  # counts a worker that would not stay
         self.cases = 0  # cases given so far (a reused worker serves several)
         self.stayed = False  # it closed its last case and stayed for the next (``reuse``)
+        self.warming = False  # it was sent a ``WarmUp`` whose ``Warmed`` is not read yet
+        self.warm_dir: Path | None = None  # its throwaway case's directory, until it is done
         if workflow is not None:
             self.adopt(workflow, workdir, ledger_path)
 
@@ -256,6 +335,42 @@ class _Worker:
                               ledger_path=str(ledger_path)))
         self.output = _output_path(ledger_path, self.pid)
         self.cases += 1
+
+    def warm_up(self, workflow: Workflow, casedir: Path) -> None:
+        """Send the spare its throwaway case (``messages.WarmUp``) on ``casedir``, which it
+        creates and removes: ``warm_up_ops(workflow)``."""
+        ops = tuple(op.to_json() for op in warm_up_ops(workflow))
+        try:
+            self.conn.send(m.WarmUp(workflow=workflow, workdir=str(casedir / "store"),
+                                    ledger_path=str(casedir / "ledger.sqlite"), ops=ops,
+                                    remove=str(casedir)))
+        except (BrokenPipeError, OSError):
+            return  # gone: the session forks another when it needs one
+        self.warming, self.warm_dir = True, casedir
+
+    def ready(self) -> bool:
+        """Is the worker idle and done warming up (its ``Warmed`` waiting, or none owed)?"""
+        try:
+            return not self.warming or self.conn.poll()
+        except (OSError, EOFError):
+            return False
+
+    def warmed(self, timeout: float) -> bool:
+        """Is the spare ready for a case: no warm-up sent, or its ``Warmed`` read within
+        ``timeout`` with nothing left behind?  False: it is of no use (it is killed by the
+        caller); one whose warm-up left something alive is counted (``Session.left_behind``)."""
+        if not self.warming:
+            return True
+        self.warming = False
+        status, reply = self.wait(timeout)
+        if status != "reply" or not isinstance(reply, m.Warmed):
+            return False
+        if not reply.left.startswith(WARM_UP_FAILED):
+            self.warm_dir = None  # closed, cleaned up and removed by the worker
+        if reply.left:
+            self._left_over(reply.left)
+            return False
+        return True
 
     def call(self, message, timeout: float, meanwhile=None):
         """Send a command (``fuzz.internal.messages``); returns ``("reply", message)``,
@@ -369,6 +484,7 @@ class _Worker:
                     meanwhile()
                 closed = self._closed(timeout)
                 if closed is not None:
+                    self.warm_dir = None  # a warm-up owed was done before the Close
                     if stay and not closed.left:
                         self.output, self.stack = None, ""
                         self.stayed = True
@@ -531,9 +647,12 @@ class CaseRunner:
         # state and recovers if a SIGKILL ends this op (opening the store only on its first
         # command, sent once the killed worker is dead), or serves the next case.  Where this
         # worker will serve the next case itself (``reuse``), only an op that may kill it needs
-        # a spare: forking one per case would pay the fork the reuse saves.
+        # a spare (or, once kills have run, any op while the last kill's spare is not yet
+        # replaced: ``wants_spare``): forking one per case would pay the fork the reuse saves.
+        if _may_kill(op):
+            self.session.killing = True
         meanwhile = self.session.fork_spare if worker is self.worker and (
-            not self.session.reuse or _may_kill(op)) else None
+            not self.session.reuse or _may_kill(op) or self.session.wants_spare()) else None
         status, reply = worker.call(command, self.timeout, meanwhile)
         return self._outcome(worker, status, reply, op, seq, branch)
 
@@ -701,21 +820,7 @@ class CaseRunner:
             and self.session.settings.mode != "inprocess"
 
     def _cleanup(self, workdir: Path) -> None:
-        """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent,
-        which forks workers, unless the session runs ``inprocess``: the framework runs here
-        already, and the fork cost ~73 ms a case).  Called when no worker of ``workdir``
-        closed normally and ran it (``_Worker.stop(cleanup=True)``)."""
-        if type(self.session.adapter).cleanup is Adapter.cleanup:
-            return  # nothing to clean outside the directory: spare the fork
-        if self.session.settings.mode == "inprocess":
-            _cleanup(self.session.adapter, self.session.variant, workdir)
-            return
-        process = _start(_ctx, _cleanup, self.session.adapter, self.session.variant, workdir)
-        process.join(self.session.grace())
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-            process.join()
-        _release(process)
+        self.session.clean_up(workdir)
 
     def close(self) -> None:
         """Close the case: its worker closes the case, cleans up and removes the case's
@@ -779,6 +884,21 @@ def waiting_in(stack: str) -> str:
 CASES_PER_WORKER = 50
 
 
+def warm_up_ops(workflow: Workflow) -> tuple:
+    """A spare's throwaway case (``Settings.warm_spares``): a start, and where the workflow
+    asks, the resume that answers it, each followed by the read of the thread; the paths every
+    case takes and a recovery after a kill takes again (open the store, run, save, read).
+    Kept short: a SIGKILL early in an op may come before the warm-up is done, and the recovery
+    then waits for the rest of it."""
+    start = Start(WARM_THREAD)
+    if not workflow.gates:
+        return (start,)
+    return (start, Resume(WARM_THREAD, value=workflow.values[0]))
+
+
+WARM_THREAD = "t0"
+
+
 def _may_kill(op: Op) -> bool:
     """Does ``op`` carry a sigkill crash point (its worker may die, and the recovery then needs
     another)?"""
@@ -828,11 +948,16 @@ def _reap(wait: float | None = None) -> None:
             _release(process)
 
 
-def _drop_spares(spares: list) -> None:
-    """Stop the session's unused spare workers (they never had a case)."""
+def _drop_spares(spares: list) -> list:
+    """Stop the session's idle workers: the directories of the throwaway cases that did not
+    finish (``WarmUp``), which the caller cleans up."""
+    unfinished = []
     while spares:
         spare = spares.pop()
         spare.stop(1.0)
+        if spare.warm_dir is not None:
+            unfinished.append(spare.warm_dir)
+    return unfinished
 
 
 def _release(process) -> None:

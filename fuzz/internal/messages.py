@@ -1,9 +1,10 @@
 """The messages between the runner (parent) and its workers, one frozen dataclass per kind.
 
 They cross the worker's pipe pickled (``multiprocess``); operations travel as their JSON
-documents, so a message holds plain data only.  Parent -> worker: ``Open`` (first), the
-commands, ``Go`` and ``Close``.  Worker -> parent: ``Barrier`` (a sigkill crash point, or a
-race's start/read barrier), ``Reply`` and ``Closed``.
+documents, so a message holds plain data only.  Parent -> worker: ``Open`` (first; a spare
+may get a ``WarmUp`` before it), the commands, ``Go`` and ``Close``.  Worker -> parent:
+``Barrier`` (a sigkill crash point, or a race's start/read barrier), ``Reply``, ``Warmed`` and
+``Closed``.
 """
 
 from __future__ import annotations
@@ -93,6 +94,30 @@ class Closed:
     use any more.  ``left``: told to stay, the worker found something of the case still alive
     in its process (a thread, an open file; ``worker.Residue``), so it exits instead: what
     it found, for the runner's count."""
+
+    left: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WarmUp:
+    """A spare's throwaway case, run while it waits for its real one (``Session.fork_spare``,
+    where workers are reused): open a case on ``workdir`` (a directory of the session's own,
+    never a case's store), run ``ops`` (JSON documents) reading each one's thread after it,
+    close and clean the case up, remove ``remove``, answer ``Warmed``.  What a process pays on
+    its first case (a framework's lazy imports and first-use caches, the first connection) is
+    then paid while the spare waits, not after a SIGKILL on the recovery's way."""
+
+    workflow: object
+    workdir: str
+    ledger_path: str
+    ops: tuple
+    remove: str
+
+
+@dataclass(frozen=True)
+class Warmed:
+    """The spare ran its ``WarmUp``.  ``left``: what the throwaway case left alive in the
+    process (``worker.Residue``), or how it failed; the runner then lets it go unused."""
 
     left: str = ""
 

@@ -38,6 +38,7 @@ from .ledger import Ledger
 
 TWIN = "~twin"  # the branch label suffix of a twin copy's effects
 OUTPUT_LIMIT = 4096  # bytes of a command's output kept for the runner's log
+WARM_UP_FAILED = "the warm-up failed"  # how a ``Warmed.left`` of a failed throwaway case starts
 STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's Python stack into the worker's output file
 
 
@@ -49,7 +50,8 @@ def serve(conn, adapter, variant, fresh=False):
     ``Open`` with nothing of any case set up.  It opens the case on the first command after
     ``Open``, never before: a spare taken after another worker of the same store was killed at
     a sigkill crash point gets its first command only once that worker is dead, and must not
-    have read the store before.
+    have read the store before.  A spare may first be sent a ``WarmUp``: a throwaway case on a
+    directory of its own, run at once (``warm_up``), answered by ``Warmed``.
 
     ``fresh``: a spawned interpreter, which must set the environment and import the framework
     itself (a forked worker inherits both from the parent)."""
@@ -61,6 +63,10 @@ def serve(conn, adapter, variant, fresh=False):
             return
         if before is None:
             before = Residue.now()  # what the process holds before its first case
+        if isinstance(given, m.WarmUp):  # a spare's throwaway case, then wait for the real one
+            left, before = warm_up(adapter, variant, given, before)
+            conn.send(m.Warmed(left=left))
+            continue
         close, before = _serve_case(conn, adapter, variant, given, fresh, before)
         if close is None or not close.stay:
             return
@@ -105,6 +111,44 @@ class Residue:
         parts = ([f"{len(threads)} thread(s): {', '.join(threads)}"] if threads else []) + (
             [f"{len(fds)} fd(s): " + ", ".join(_fd_name(fd) for fd in fds)] if fds else [])
         return "; ".join(parts), Residue(self.threads, self.fds | kept)
+
+
+class _Scripted:
+    """The pipe of a warm-up case: its commands from a list; of what the worker sends, only
+    the ``Closed`` is kept (the replies of a throwaway case say nothing of the target)."""
+
+    def __init__(self, commands):
+        self.commands, self.closed = list(commands), None
+
+    def recv(self):
+        return self.commands.pop(0)
+
+    def send(self, message):
+        if isinstance(message, m.Closed):
+            self.closed = message
+
+
+def warm_up(adapter, variant, given: m.WarmUp, before: Residue) -> tuple[str, Residue]:
+    """Run ``given``'s throwaway case as ``_serve_case`` runs a real one, the commands coming
+    from a list: what it left alive (``Residue``), or how it failed, in a line (empty when
+    nothing), and the residue to compare the next case with.
+
+    Its outcomes are not looked at: a refusal or a tool error here is no observation of
+    anything (the same op in a real case is judged there).  A warm-up that left something, or
+    raised out of the case's close, makes the runner let this worker go unused."""
+    Path(given.workdir).mkdir(parents=True, exist_ok=True)
+    commands = [m.RunCommand(op=doc, seq=seq, branch=doc["thread"], query=doc["thread"])
+                for seq, doc in enumerate(given.ops, 1)]
+    pipe = _Scripted(commands + [m.Close(cleanup=True, remove=given.remove, stay=True)])
+    case = m.Open(workflow=given.workflow, workdir=given.workdir, ledger_path=given.ledger_path)
+    try:
+        _, after = _serve_case(pipe, adapter, variant, case, False, before)
+    except Exception as exc:  # noqa: BLE001 - a throwaway case's failure only costs its worker
+        # Left for the runner to clean up (the adapter's cleanup may not have run).
+        return f"{WARM_UP_FAILED}: {type(exc).__name__}: {exc}", before
+    if pipe.closed is None:
+        return f"{WARM_UP_FAILED}: it did not close", after
+    return pipe.closed.left, after
 
 
 def _open_fds() -> list:

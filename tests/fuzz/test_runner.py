@@ -379,7 +379,10 @@ def test_a_worker_whose_case_leaves_a_thread_or_a_file_behind_is_not_reused(tmp_
     makes the worker exit instead of serving the next case, and is counted."""
     (tmp_path / "outside").mkdir()
     adapter = _Leaky(leave, tmp_path / "outside")
-    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+    # Spares cold: a warmed one would leave the same behind in its throwaway case (counted
+    # too: the next test).
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases",
+                 Settings(warm_spares=False)) as session:
         pids, seen = _cases(session, 3)
         left, last = session.left_behind, session.last_left
     if named is None:
@@ -387,6 +390,82 @@ def test_a_worker_whose_case_leaves_a_thread_or_a_file_behind_is_not_reused(tmp_
     else:
         assert len(set(pids)) == 3 and left == 3 and named in last
     assert seen[0] == seen[1] == seen[2]
+
+
+class _Opened(ReferenceAdapter):
+    """The reference target, writing down each case it opens: the worker's pid and the
+    case's directory (a warm-up's is ``warm-*/store``), in ``log``."""
+
+    def __init__(self, log: Path, leave: bool = False, hang: bool = False):
+        super().__init__()
+        self.log, self.leave, self.hang = log, leave, hang
+
+    def open(self, variant, workflow, workdir):
+        import threading
+
+        with open(self.log, "a") as f:
+            f.write(f"{os.getpid()} {Path(workdir).parent.name}\n")
+        if Path(workdir).parent.name.startswith("warm-"):
+            if self.leave:
+                threading.Thread(target=threading.Event().wait, name="warm-left",
+                                 daemon=True).start()
+            if self.hang:  # a throwaway case that never ends: its worker is killed
+                threading.Event().wait()
+        return super().open(variant, workflow, workdir)
+
+    def cleanup(self, variant, workdir):
+        with open(self.log, "a") as f:
+            f.write(f"cleanup {Path(workdir).parent.name}\n")
+
+    def opened(self) -> list:
+        return [tuple(line.split()) for line in self.log.read_text().splitlines()]
+
+
+KILLED_THEN_RECOVERED = (Start("t0", crash=CrashAt(1, "before_effect", "sigkill")),
+                         Recover("t0"), Resume("t0", value="b"))
+
+
+def test_a_spare_warms_up_on_a_throwaway_case_of_its_own_before_it_recovers(tmp_path):
+    """Where workers are reused, the spare forked while a SIGKILL op runs opens a throwaway
+    case (its own directory under the session's, never the case's store) and runs it before
+    it takes the recovery: the recovery's worker has served a case, as a reused one has.  The
+    observations are those of cold spares, the throwaway case leaves no directory, and nothing
+    of it reaches the case's effects."""
+    adapter = _Opened(tmp_path / "opened.log")
+    variant = adapter.variants()[0]
+    with Session(adapter, variant, tmp_path / "warm") as session:
+        pids, warm = _cases(session, 1, KILLED_THEN_RECOVERED)
+        # Once a kill has run, a warm spare is kept ready beside the reused worker, forked
+        # before the next kill op begins: two idle workers between cases.
+        assert session.killing and len(session._idle()) == 2
+        more, seen = _cases(session, 1, KILLED_THEN_RECOVERED)
+        pids, warm = pids + more, warm + seen
+        left = session.left_behind
+    assert not list((tmp_path / "warm").glob("warm-*"))  # every throwaway case went with it
+    opened = adapter.opened()
+    for pid in pids:  # the worker that recovered warmed up first, then took the case
+        mine = [where for who, where in opened if who == str(pid)]
+        assert mine[0].startswith("warm-") and mine[1].startswith("case-"), opened
+    assert left == 0
+    (tmp_path / "opened.log").unlink()
+    with Session(adapter, variant, tmp_path / "cold", Settings(warm_spares=False)) as session:
+        _, cold = _cases(session, 2, KILLED_THEN_RECOVERED)
+    assert not any(where.startswith("warm-") for _, where in adapter.opened())
+    assert warm == cold and warm[0][0].outcome == "crashed"
+    assert [o.effects for o in warm[0]] == [(), (("t0", 1, None),), (("t0", 2, "b"), ("t0", 3, None))]
+
+
+def test_a_spare_whose_throwaway_case_leaves_something_behind_is_not_used(tmp_path):
+    """A warm-up is checked as a case is (``worker.Residue``): a spare whose throwaway case
+    left a thread running is counted and let go; a fresh worker recovers instead."""
+    adapter = _Opened(tmp_path / "opened.log", leave=True)
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+        pids, seen = _cases(session, 1, KILLED_THEN_RECOVERED)
+        left, last = session.left_behind, session.last_left
+    opened = adapter.opened()
+    assert left == 1 and "warm-left" in last
+    assert not any(who == str(pids[0]) and where.startswith("warm-") for who, where in opened)
+    assert [o.outcome for o in seen[0]] == ["crashed", "interrupted", "completed"]
 
 
 def test_a_killed_worker_is_replaced_and_a_reused_one_retires(tmp_path, monkeypatch):
@@ -410,3 +489,21 @@ def test_a_killed_worker_is_replaced_and_a_reused_one_retires(tmp_path, monkeypa
         assert after == [survivor]  # the recovering worker closed normally: it stays
     # Each reused worker's case directory went with its case.
     assert not any(tmp_path.glob("case-*"))
+
+
+def test_a_throwaway_case_that_never_ends_costs_its_spare_and_is_cleaned_up(tmp_path):
+    """A spare stuck in its warm-up is killed where it is waited for (the recovery, after
+    the op time limit; the session's close, after a second) and its throwaway case is cleaned
+    up by the adapter's ``cleanup`` and removed: nothing of it outlives the session (a
+    database an adapter made for it, say).  The recovery then runs in a fresh worker."""
+    adapter = _Opened(tmp_path / "opened.log", hang=True)
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases",
+                 Settings(op_timeout=1.5)) as session:
+        _, seen = _cases(session, 1, KILLED_THEN_RECOVERED)
+    assert [o.outcome for o in seen[0]] == ["crashed", "interrupted", "completed"]
+    opened = adapter.opened()
+    warmed = sorted({where for who, where in opened if where.startswith("warm-")})
+    cleaned = sorted(where for who, where in opened if who == "cleanup" and where.startswith("warm-"))
+    assert len(warmed) == 2 and cleaned == warmed, opened  # the recovery's spare, the next one
+    assert not list((tmp_path / "cases").glob("warm-*"))
+
