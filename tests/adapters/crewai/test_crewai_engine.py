@@ -85,7 +85,7 @@ _FORCED_REUSE = """
 import json, sys, tempfile
 from dataclasses import replace
 from pathlib import Path
-from fuzz.runner import Session
+from fuzz.runner import Session, Settings
 from fuzz.targets import prepare, resolve
 from fuzz.testing import run_cases
 from refmodel import Start, Workflow
@@ -93,7 +93,8 @@ adapter = prepare(resolve("crewai"))
 declared = type(adapter).capabilities
 type(adapter).capabilities = lambda self, v: replace(declared(self, v), reuse_worker=True)
 variant = next(v for v in adapter.variants() if v.name == sys.argv[1])
-with Session(adapter, variant, Path(tempfile.mkdtemp())) as session:
+# Spares cold: a warmed one's throwaway case leaves the same behind, and would be counted too.
+with Session(adapter, variant, Path(tempfile.mkdtemp()), Settings(warm_spares=False)) as session:
     pids, _ = run_cases(session, Workflow(2, {1}, ("a", "b")), [Start("t0")], 3)
     print(json.dumps({"declared": declared(adapter, variant).reuse_worker, "pids": pids,
                       "left": session.left_behind, "last": session.last_left}))
