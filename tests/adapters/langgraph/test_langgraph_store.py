@@ -130,6 +130,49 @@ def test_postgres_database_lifecycle(adapter, variant, workflow, tmp_path):
         adapter.open(v, workflow, workdir)  # a lost store is loud, never silently recreated
 
 
+def test_a_database_still_being_created_when_its_worker_died_is_not_left_behind(tmp_path):
+    """A worker SIGKILLed while its ``CREATE DATABASE`` runs (a crash point, or a campaign's
+    deadline) leaves the server finishing the command; the cleanup that follows must not drop
+    before the database exists and leave it behind for good (one database leaked in 2 of 4
+    fifteen-second PostgreSQL campaigns before ``drop_database`` ended such a creation first).
+    The creation is made slow enough to be caught in flight by copying a template of ~100 MB;
+    the drop runs once the server shows it running."""
+    import threading
+    import uuid
+
+    import psycopg
+
+    template, name = f"rf_lg_tpl_{uuid.uuid4().hex[:12]}", f"rf_lg_{uuid.uuid4().hex[:20]}"
+    stores.admin_execute(f'CREATE DATABASE "{template}"')
+    creator = psycopg.connect(stores.admin_dsn(), autocommit=True)
+    try:
+        with psycopg.connect(stores.dsn_for(template), autocommit=True) as conn:
+            conn.execute("CREATE TABLE filler AS "
+                         "SELECT repeat(md5(g::text), 64) AS pad FROM generate_series(1, 40000) g")
+        ended = []
+
+        def create():  # the dying worker's command, as the server runs it
+            try:
+                creator.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            except psycopg.Error as exc:
+                ended.append(exc)
+
+        thread = threading.Thread(target=create)
+        thread.start()
+        running = ("SELECT 1 FROM pg_stat_activity WHERE state = 'active' "
+                   "AND query ILIKE 'CREATE DATABASE%%' AND position(%s in query) > 0")
+        while not stores.admin_execute(running, (f'"{name}"',)):  # the server's own view
+            assert thread.is_alive(), "the creation ended before it was seen running"
+        stores.drop_database(name)  # what the cleanup runs for the dead worker's workdir
+        thread.join()
+        assert not stores.database_exists(name)
+        assert ended and "terminat" in str(ended[0]), ended  # ended, not finished after the drop
+    finally:
+        creator.close()
+        stores.admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        stores.admin_execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+
+
 def test_memory_store_cannot_be_cloned(variant, workflow, open_case, ledger, tmp_path):
     case = open_case(variant("memory-graph-sync-head-update"), workflow)
     with pytest.raises(NotImplementedError):
