@@ -452,7 +452,8 @@ def test_a_spare_warms_up_on_a_throwaway_case_of_its_own_before_it_recovers(tmp_
         _, cold = _cases(session, 2, KILLED_THEN_RECOVERED)
     assert not any(where.startswith("warm-") for _, where in adapter.opened())
     assert warm == cold and warm[0][0].outcome == "crashed"
-    assert [o.effects for o in warm[0]] == [(), (("t0", 1, None),), (("t0", 2, "b"), ("t0", 3, None))]
+    assert [o.effects for o in warm[0]] == [(), (("t0", 1, None),),
+                                            (("t0", 2, "b"), ("t0", 3, None))]
 
 
 def test_a_spare_whose_throwaway_case_leaves_something_behind_is_not_used(tmp_path):
@@ -503,7 +504,8 @@ def test_a_throwaway_case_that_never_ends_costs_its_spare_and_is_cleaned_up(tmp_
     assert [o.outcome for o in seen[0]] == ["crashed", "interrupted", "completed"]
     opened = adapter.opened()
     warmed = sorted({where for who, where in opened if where.startswith("warm-")})
-    cleaned = sorted(where for who, where in opened if who == "cleanup" and where.startswith("warm-"))
+    cleaned = sorted(where for who, where in opened
+                     if who == "cleanup" and where.startswith("warm-"))
     assert len(warmed) == 2 and cleaned == warmed, opened  # the recovery's spare, the next one
     assert not list((tmp_path / "cases").glob("warm-*"))
 
