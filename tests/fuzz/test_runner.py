@@ -509,3 +509,38 @@ def test_a_throwaway_case_that_never_ends_costs_its_spare_and_is_cleaned_up(tmp_
     assert len(warmed) == 2 and cleaned == warmed, opened  # the recovery's spare, the next one
     assert not list((tmp_path / "cases").glob("warm-*"))
 
+
+class _SlowCleanup(ReferenceAdapter):
+    """The reference target with a cleanup that takes longer than the deadline's grace (a
+    third-party store's: its factory's connect and migrations, then the drop)."""
+
+    def __init__(self, marker: Path):
+        super().__init__()
+        self.marker = marker
+
+    def cleanup(self, variant, workdir):
+        import time
+
+        time.sleep(1.5)  # the slow server, not a crash point: nothing here races
+        with open(self.marker, "a") as f:
+            f.write(f"{workdir}\n")
+
+
+def test_a_cleanup_is_not_cut_short_by_the_deadline(tmp_path):
+    """A case whose worker died (a crash point, or the deadline cutting its op short) is
+    cleaned up by a short-lived worker; once the deadline has passed the session's grace is
+    one second, and a cleanup killed after it would leave its database behind for good.  The
+    cleanup gets the op time limit instead."""
+    import time
+    from dataclasses import replace
+
+    adapter = _SlowCleanup(tmp_path / "cleaned")
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+        runner = session.case(WF)
+        runner.apply(Start("t0"))
+        runner.worker.kill()  # as a deadline or a crash point leaves it
+        session.settings = replace(session.settings, deadline=time.monotonic() - 1)
+        assert session.grace() == 1.0
+        runner.close()
+    assert str(runner.workdir) in (tmp_path / "cleaned").read_text().splitlines()
+
