@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adapters.protocol import Evidence, read_calls
-from refmodel import InvalidOperation, World
+from refmodel import InvalidOperation, Race, World
 
 from .errors import EngineError
 from .judge import judge_step, model_for
@@ -109,7 +109,7 @@ def _forced_finding(trace):
     """``trace`` with its finding step's race forced, or ``None`` where that step is no
     unforced race.  Only that step: an earlier free race ran as it ran."""
     op = trace.operations[trace.finding.step]
-    if getattr(op, "name", "") != "race" or op.forced:
+    if not isinstance(op, Race) or op.forced:
         return None
     ops = list(trace.operations)
     ops[trace.finding.step] = replace(op, forced=True)

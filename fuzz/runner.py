@@ -184,8 +184,8 @@ class Session:
         return min(self.settings.op_timeout, max(1.0, left))
 
     def close(self) -> None:
-        """Stop the spare worker; remove the session's temp folder (unless ``keep_cases``, or
-        the caller gave one)."""
+        """Stop the idle workers (cleaning up a throwaway case one did not finish); remove the
+        session's temp folder (unless ``keep_cases``, or the caller gave one)."""
         for casedir in _drop_spares(self._spare):
             self._clean_warm_up(casedir)
         _reap(self.grace())
@@ -196,7 +196,8 @@ class Session:
         """Run the adapter's cleanup for ``workdir`` in a short-lived worker (never the parent,
         which forks workers, unless the session runs ``inprocess``: the framework runs here
         already, and the fork cost ~73 ms a case).  Called when no worker of ``workdir``
-        closed normally and ran it (``_Worker.stop(cleanup=True)``).
+        closed normally and ran it (``_Worker.stop(cleanup=True)``): a case's, a twin's, or a
+        spare's throwaway case that did not finish.
 
         It gets the op time limit, whatever the deadline: what it removes (a database on a
         server) outlives the campaign, and a cleanup killed half-way leaves it for good.  (With
@@ -814,19 +815,17 @@ class CaseRunner:
         finally:
             cleanup = self._needs_cleanup()
             if not twin_worker.stop(self.session.grace() if cleanup else 1, cleanup=cleanup):
-                self._cleanup(twin_dir)  # it did not close normally (and clean up)
+                self.session.clean_up(twin_dir)  # it did not close normally (and clean up)
         state, _ = self._query(self._worker(), op.thread)
         twin = Observation(second.outcome, self._effects(twin=True), twin_state, error=second.error)
         return Observation(main.outcome, self._effects(twin=False), state, twin, error=main.error)
 
     def _needs_cleanup(self) -> bool:
         """Should a worker that closes normally run the adapter's cleanup itself?  (Saves the
-        short-lived worker ``_cleanup`` forks, ~40-90 ms a case; ``inprocess``: no worker.)"""
+        short-lived worker ``Session.clean_up`` forks, ~40-90 ms a case; ``inprocess``: no
+        worker.)"""
         return type(self.session.adapter).cleanup is not Adapter.cleanup \
             and self.session.settings.mode != "inprocess"
-
-    def _cleanup(self, workdir: Path) -> None:
-        self.session.clean_up(workdir)
 
     def close(self) -> None:
         """Close the case: its worker closes the case, cleans up and removes the case's
@@ -847,7 +846,7 @@ class CaseRunner:
             elif stay:  # it did not stay (its case left something alive): fork the next one
                 self.session.fork_spare()
         if not closed:
-            self._cleanup(self.workdir)
+            self.session.clean_up(self.workdir)
             if remove is not None:
                 shutil.rmtree(remove, ignore_errors=True)
 
