@@ -159,6 +159,11 @@ def _parser() -> argparse.ArgumentParser:
                         "(the most frequent among its trials, with its rate when not every trial "
                         "showed it): new finding, trace cut at that step, new file name; the old "
                         "entry and its report are removed (write the new report with `report`)")
+    p.add_argument("--collect-garbage", action="store_true",
+                   help="run a full garbage collection in the worker before each operation: a "
+                        "finding that shows only when a collection comes at the wrong moment "
+                        "(an object the framework holds only weakly) then shows every time; "
+                        "not with --mark-timing, whose rate is of replays as campaigns run them")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.add_argument("--store", metavar="MOD:FUNC",
@@ -411,13 +416,17 @@ def _replay(args) -> int:
 
     _positive("--trials", args.trials, integer=True)
     _positive("--op-timeout", args.op_timeout)
+    if args.collect_garbage and args.mark_timing:
+        raise UsageError("--collect-garbage with --mark-timing: the rate recorded in an entry is "
+                         "of replays as a campaign runs them, without the forced collections")
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {missing[0]}")
     paths = entries(args.paths or None)
     if not paths:
         raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
-    replayer = Replayer(args.op_timeout, args.target, store=args.store)
+    replayer = Replayer(args.op_timeout, args.target, store=args.store,
+                        collect_garbage=args.collect_garbage)
     results = []
     try:
         _replay_all(args, paths, replayer, results)

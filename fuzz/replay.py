@@ -69,12 +69,14 @@ class Replayer:
     """Prepares each target once, then replays entries on it."""
 
     def __init__(self, op_timeout: float = 30.0, target: str | None = None, adapters=None,
-                 store: str | None = None, deadline: float | None = None):
+                 store: str | None = None, deadline: float | None = None,
+                 collect_garbage: bool = False):
         self._adapters: dict = dict(adapters or {})  # name -> an adapter prepared already
         self.op_timeout = op_timeout
         self.target = target  # replay on this target instead of the entry's own
         self.store = store  # --store: the factory path, from the command line only
         self.deadline = deadline  # time.monotonic() to stop by (raises OutOfTime), or None
+        self.collect_garbage = collect_garbage  # ``Settings.collect_garbage``
 
     def _adapter(self, name: str):
         if name not in self._adapters:
@@ -107,7 +109,8 @@ class Replayer:
             # third-party adapter passed by dotted path), else its first variant.
             own = self.target is None or trace.variant in {v.name for v in adapter.variants()}
             variants = select_variants(adapter, [trace.variant] if own else None)
-            settings = Settings(op_timeout=self.op_timeout, deadline=self.deadline)
+            settings = Settings(op_timeout=self.op_timeout, deadline=self.deadline,
+                                collect_garbage=self.collect_garbage)
             with Session(adapter, variants[0], settings=settings) as session:
                 return self._run(path, trace, session, recorded)
         except (ResumefuzzError, InvalidOperation) as exc:

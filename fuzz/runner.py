@@ -100,6 +100,12 @@ class Settings:
     # while it waits (``warm_up_ops``): the first-case costs of a new process are off the way of
     # the recovery after a SIGKILL.  False: spares wait cold (benchmarks compare the two).
     warm_spares: bool = True
+    # A full garbage collection in the worker before each command (``replay --collect-garbage``).
+    # A real process collects at whatever allocation crosses a threshold, so when depends on
+    # everything it ran before; a finding that a collection exposes (an object the framework
+    # holds only weakly) shows in some processes and not in others.  Here a collection comes
+    # at every operation boundary, in every process: such a finding shows every time.
+    collect_garbage: bool = False
 
 
 class Session:
@@ -328,6 +334,7 @@ class _Worker:
         self.stack = ""  # every thread's stack, dumped when it passed its time limit
         self._out_of_time = session.out_of_time  # the campaign's deadline, not the op's limit
         self._left_over = session.left_over  # counts a worker that would not stay
+        self._collect = session.settings.collect_garbage
         self.cases = 0  # cases given so far (a reused worker serves several)
         self.stayed = False  # it closed its last case and stayed for the next (``reuse``)
         self.warming = False  # it was sent a ``WarmUp`` whose ``Warmed`` is not read yet
@@ -339,7 +346,7 @@ class _Worker:
         """Give the worker its case (``OSError``: it is gone)."""
         self.stayed = False
         self.conn.send(m.Open(workflow=workflow, workdir=str(workdir),
-                              ledger_path=str(ledger_path)))
+                              ledger_path=str(ledger_path), collect=self._collect))
         self.output = _output_path(ledger_path, self.pid)
         self.cases += 1
 
@@ -535,6 +542,7 @@ class _LocalWorker:
         self.roots = roots_of(session.adapter)
         self._open = True
         self._follow: list = []  # the query a worker would send unasked: run when it is read
+        self._collect = session.settings.collect_garbage
 
     @property
     def owed(self) -> int:
@@ -545,6 +553,8 @@ class _LocalWorker:
             self.stop(0)
             return ("died", None)
         self._follow.clear()
+        if self._collect:
+            gc.collect()
         reply = _handle(self.case, self.ledger, message, roots=self.roots)
         if m.follows(message, reply):
             self._follow.append(m.QueryCommand(message.query))

@@ -28,6 +28,7 @@ class Open:
     workflow: object
     workdir: str
     ledger_path: str
+    collect: bool = False  # a full garbage collection before each command (``Settings``)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import faulthandler
 import functools
+import gc
 import os
 import shutil
 import signal
@@ -205,6 +206,8 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool,
                 break
             if case is None:
                 case = adapter.open(variant, workflow, workdir)
+            if given.collect:
+                gc.collect()
             if isinstance(message, m.RaceCommand):
                 conn.send(m.Barrier("opened"))
                 conn.recv()  # Go

@@ -40,6 +40,8 @@ READ_ONLY = "/sys/resumefuzz-out"  # read-only even for root (tests may run as r
     (["fuzz", "reference", "--results", "afile"], "afile is not a folder"),
     (["replay", "--op-timeout", "-1", "corpus"], "--op-timeout must be a positive"),
     (["replay", "--trials", "0", "corpus"], "--trials must be a positive"),
+    (["replay", "--trials", "3", "--mark-timing", "--collect-garbage", "corpus"],
+     "--collect-garbage with --mark-timing"),
     (["replay", "no/such/entry.json"], "no such file or folder: no/such/entry.json"),
     (["nightly", "--jobs", "0"], "--jobs must be a positive"),
     (["nightly", "--total", "nan"], "--total must be a positive"),

@@ -4,6 +4,7 @@ import gc
 import os
 import re
 import signal
+import weakref
 from pathlib import Path
 
 import pytest
@@ -111,14 +112,15 @@ def test_fork_branch_is_queryable(runner):
     assert obs.state.answers == ((2, "b"),) and obs.state.status == "completed"
 
 
-def _runner_of(case_class, tmp_path, op_timeout: float):
+def _runner_of(case_class, tmp_path, op_timeout: float, **settings):
     """A case runner, in forked workers, on the reference target with ``case_class`` as its case."""
     class Adapter(ReferenceAdapter):
         def open(self, variant, workflow, workdir):
             return case_class(workflow, workdir, None)
 
     adapter = Adapter()
-    session = Session(adapter, adapter.variants()[0], tmp_path, Settings(op_timeout=op_timeout))
+    session = Session(adapter, adapter.variants()[0], tmp_path,
+                      Settings(op_timeout=op_timeout, **settings))
     return session.case(WF)
 
 
@@ -157,6 +159,44 @@ def test_a_forked_worker_freezes_what_it_inherits_and_the_parent_does_not(tmp_pa
     frozen = int(re.search(r"frozen=(\d+)", str(failed.value)).group(1))
     assert frozen > 1000  # the interpreter, the test run: all inherited, all frozen
     assert gc.get_freeze_count() == 0  # the parent's own collections are untouched
+
+
+class _Cycle:
+    pass
+
+
+class _HoldsWeakly(ReferenceCase):
+    """Makes a reference cycle in its first operation and keeps only a weak reference to it,
+    as LlamaIndex's runtime keeps a run idle at a question; says at the next one whether the
+    cycle is still there.  The worker's automatic collections are off (this process only), so
+    only a collection the worker was told to run can have freed it."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        gc.disable()
+        self.cycle = None
+
+    def run(self, op, hooks):
+        if self.cycle is None:
+            made = _Cycle()
+            made.me = made
+            self.cycle = weakref.ref(made)
+            return super().run(op, hooks)
+        raise RuntimeError(f"alive={self.cycle() is not None}")
+
+
+@pytest.mark.parametrize("collect", [False, True])
+def test_collect_garbage_runs_a_full_collection_before_each_operation(tmp_path, collect):
+    from fuzz.errors import HarnessFailure
+
+    runner = _runner_of(_HoldsWeakly, tmp_path, op_timeout=30.0, collect_garbage=collect)
+    try:
+        runner.apply(Start("t0"))
+        with pytest.raises(HarnessFailure) as said:
+            runner.apply(Start("t1"))
+    finally:
+        runner.close()
+    assert f"alive={not collect}" in str(said.value)
 
 
 def test_waiting_in_names_the_wait_and_the_code_that_called_into_it():
