@@ -707,11 +707,14 @@ def copy_apart(files, dest: Path) -> None:
         subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
     """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file.
 
     The file gets the mode a plain ``open(path, "w")`` would give it (0644 under the usual
-    umask), not mkstemp's private 0600: corpus entries, reports and evidence are shared."""
+    umask), not mkstemp's private 0600: corpus entries, reports and evidence are shared.
+    ``sync=False`` leaves out the ``fsync``: the rename alone is atomic against a process that
+    dies (the page cache outlives it), which is all a crash point does; the ``fsync`` is what
+    makes the new file survive the machine's crash, and costs a journal commit per write."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -719,7 +722,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -27,13 +27,12 @@ from adapters.protocol import (
     StateView,
     Variant,
     Workflow,
-    atomic_write_text,
     forge,
 )
 
 from refmodel.run import rewind
 
-from .store import Refused, Store
+from .store import Refused, Store, write_file
 
 DEFAULT = Variant("default", "the refmodel on a JSON-file store", {"store": "json-files"})
 
@@ -221,7 +220,7 @@ class ReferenceCase(Case):
                 forged = forge(self.workflow, durable, part)
                 body.update(done=list(forged.done), pending=forged.pending,
                             answers={str(t): v for t, v in forged.answers})
-            atomic_write_text(path, json.dumps({"body": body, "digest": doc["digest"]}))
+            write_file(path, json.dumps({"body": body, "digest": doc["digest"]}))
 
     def clone_store(self, dest: Path) -> None:
         for path in self.workdir.iterdir():
