@@ -163,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run a full garbage collection in the worker before each operation: a "
                         "finding that shows only when a collection comes at the wrong moment "
                         "(an object the framework holds only weakly) then shows every time; "
-                        "not with --mark-timing, whose rate is of replays as campaigns run them")
+                        "not with --mark-timing, --update or --relabel: what an entry records is "
+                        "of replays as campaigns run them")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.add_argument("--store", metavar="MOD:FUNC",
@@ -416,9 +417,11 @@ def _replay(args) -> int:
 
     _positive("--trials", args.trials, integer=True)
     _positive("--op-timeout", args.op_timeout)
-    if args.collect_garbage and args.mark_timing:
-        raise UsageError("--collect-garbage with --mark-timing: the rate recorded in an entry is "
-                         "of replays as a campaign runs them, without the forced collections")
+    writes = [f for f, on in (("--mark-timing", args.mark_timing), ("--update", args.update),
+                              ("--relabel", args.relabel)) if on]
+    if args.collect_garbage and writes:
+        raise UsageError(f"--collect-garbage with {writes[0]}: what an entry records is of "
+                         "replays as a campaign runs them, without the forced collections")
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {missing[0]}")

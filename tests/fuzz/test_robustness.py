@@ -42,6 +42,8 @@ READ_ONLY = "/sys/resumefuzz-out"  # read-only even for root (tests may run as r
     (["replay", "--trials", "0", "corpus"], "--trials must be a positive"),
     (["replay", "--trials", "3", "--mark-timing", "--collect-garbage", "corpus"],
      "--collect-garbage with --mark-timing"),
+    (["replay", "--update", "--collect-garbage", "corpus"], "--collect-garbage with --update"),
+    (["replay", "--relabel", "--collect-garbage", "corpus"], "--collect-garbage with --relabel"),
     (["replay", "no/such/entry.json"], "no such file or folder: no/such/entry.json"),
     (["nightly", "--jobs", "0"], "--jobs must be a positive"),
     (["nightly", "--total", "nan"], "--total must be a positive"),
