@@ -25,8 +25,8 @@ def write_file(path: Path, text: str) -> None:
     injects is a process's death, never the machine's: the renamed file is in the page cache
     the next process reads, so a crash point sees the old file or the new one with or without
     the ``fsync``, which only waited for a journal commit (three or four a checkpoint): without
-    it a reference campaign runs 1.06x the operations a second alone and 1.13x beside another
-    (``--jobs 2``; benchmarks/README.md, twenty-third round)."""
+    it the reference set runs 1.06x the operations a second with one job and 1.13x with two
+    (``nightly --jobs 2``; benchmarks/README.md, twenty-third round)."""
     atomic_write_text(path, text, sync=False)
 
 
