@@ -162,7 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--collect-garbage", action="store_true",
                    help="run a full garbage collection in the worker before each operation: a "
                         "finding that shows only when a collection comes at the wrong moment "
-                        "(an object the framework holds only weakly) then shows every time; "
+                        "(an object the framework holds only weakly) then no longer waits for a "
+                        "process whose history collects at that moment; "
                         "not with --mark-timing, --update or --relabel: what an entry records is "
                         "of replays as campaigns run them")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")

@@ -104,7 +104,8 @@ class Settings:
     # A real process collects at whatever allocation crosses a threshold, so when depends on
     # everything it ran before; a finding that a collection exposes (an object the framework
     # holds only weakly) shows in some processes and not in others.  Here a collection comes
-    # at every operation boundary, in every process: such a finding shows every time.
+    # at every operation boundary, in every process: such a finding no longer waits for a
+    # process whose history happens to collect at the right moment.
     collect_garbage: bool = False
 
 

@@ -163,8 +163,9 @@ def _replay_more(path: Path, count: int) -> list:
     phase of its own (``PHASED``).  Even so, that history is the interpreter's, and a change of
     ours moves it: 0 of 60 in one CI run of 2026-12-06.  So every second interpreter replays
     with ``--collect-garbage`` (a full collection in the worker before each operation, where a
-    real process may collect at any moment): a finding a collection exposes shows there every
-    time, without relying on the history.  Its results say so (``collected``)."""
+    real process may collect at any moment): a finding a collection exposes shows there without
+    relying on the history (that entry: 3 of 3 with it, 1 of 3 without, 2026-12-06).  Its
+    results say so (``collected``)."""
     store = _store(load_trace(path))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     shares = [count // REPLAY_JOBS + (i < count % REPLAY_JOBS) for i in range(REPLAY_JOBS)]
