@@ -66,7 +66,6 @@ from .internal.blame import roots_of
 from .internal.ledger import Ledger, MemoryLedger
 from .internal.worker import OUTPUT_LIMIT, STACK_SIGNAL
 from .internal.worker import TWIN as _TWIN
-from .internal.worker import WARM_UP_FAILED
 from .internal.worker import cleanup as _cleanup
 from .internal.worker import handle as _handle
 from .internal.worker import output_path as _output_path
@@ -380,7 +379,7 @@ class _Worker:
         status, reply = self.wait(timeout)
         if status != "reply" or not isinstance(reply, m.Warmed):
             return False
-        if not reply.left.startswith(WARM_UP_FAILED):
+        if reply.finished:
             self.warm_dir = None  # closed, cleaned up and removed by the worker
         if reply.left:
             self._left_over(reply.left)
@@ -900,6 +899,9 @@ def waiting_in(stack: str) -> str:
 CASES_PER_WORKER = 50
 
 
+WARM_THREAD = "t0"  # the throwaway case's one thread
+
+
 def warm_up_ops(workflow: Workflow) -> tuple:
     """A spare's throwaway case (``Settings.warm_spares``): a start, and where the workflow
     asks, the resume that answers it, each followed by the read of the thread; the paths every
@@ -910,9 +912,6 @@ def warm_up_ops(workflow: Workflow) -> tuple:
     if not workflow.gates:
         return (start,)
     return (start, Resume(WARM_THREAD, value=workflow.values[0]))
-
-
-WARM_THREAD = "t0"
 
 
 def _may_kill(op: Op) -> bool:

@@ -386,15 +386,21 @@ def drop_database(dbname: str) -> None:
     before and after the warm spares).  So any backend still creating this database, from
     scratch or as a clone, is terminated first, and waited for: a terminated ``CREATE
     DATABASE`` removes what it had copied."""
-    ending = admin_execute(
-        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' "
-        "AND query ILIKE 'CREATE DATABASE%%' AND position(%s in query) > 0",
-        (f'"{dbname}"',))
-    if ending:
-        pids = [row[0] for row in ending]
+    pids = creating(dbname)
+    if pids:
         admin_execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
         _wait_gone(pids)
     admin_execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def creating(dbname: str) -> list:
+    """The server's backends running a ``CREATE DATABASE`` of ``dbname`` (from scratch or as
+    a clone) right now: their pids, as the server sees them."""
+    rows = admin_execute(
+        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' "
+        "AND query ILIKE 'CREATE DATABASE%%' AND position(%s in query) > 0",
+        (f'"{dbname}"',))
+    return [row[0] for row in rows]
 
 
 def _wait_gone(pids: list, limit: float = 30.0) -> None:

@@ -118,9 +118,11 @@ class WarmUp:
 @dataclass(frozen=True)
 class Warmed:
     """The spare ran its ``WarmUp``.  ``left``: what the throwaway case left alive in the
-    process (``worker.Residue``), or how it failed; the runner then lets it go unused."""
+    process (``worker.Residue``), or how it failed; the runner then lets it go unused.
+    ``finished``: it closed, cleaned up and removed its directory (else the runner does)."""
 
     left: str = ""
+    finished: bool = True
 
 
 @dataclass(frozen=True)

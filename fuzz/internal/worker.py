@@ -39,7 +39,7 @@ from .ledger import Ledger
 
 TWIN = "~twin"  # the branch label suffix of a twin copy's effects
 OUTPUT_LIMIT = 4096  # bytes of a command's output kept for the runner's log
-WARM_UP_FAILED = "the warm-up failed"  # how a ``Warmed.left`` of a failed throwaway case starts
+WARM_UP_FAILED = "the warm-up failed"  # how the ``Warmed.left`` of an unfinished one starts
 STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's Python stack into the worker's output file
 
 
@@ -65,8 +65,8 @@ def serve(conn, adapter, variant, fresh=False):
         if before is None:
             before = Residue.now()  # what the process holds before its first case
         if isinstance(given, m.WarmUp):  # a spare's throwaway case, then wait for the real one
-            left, before = warm_up(adapter, variant, given, before)
-            conn.send(m.Warmed(left=left))
+            warmed, before = warm_up(adapter, variant, given, before)
+            conn.send(warmed)
             continue
         close, before = _serve_case(conn, adapter, variant, given, fresh, before)
         if close is None or not close.stay:
@@ -129,10 +129,10 @@ class _Scripted:
             self.closed = message
 
 
-def warm_up(adapter, variant, given: m.WarmUp, before: Residue) -> tuple[str, Residue]:
+def warm_up(adapter, variant, given: m.WarmUp, before: Residue) -> tuple[m.Warmed, Residue]:
     """Run ``given``'s throwaway case as ``_serve_case`` runs a real one, the commands coming
-    from a list: what it left alive (``Residue``), or how it failed, in a line (empty when
-    nothing), and the residue to compare the next case with.
+    from a list: its ``Warmed`` (what it left alive, ``Residue``, or how it failed, in a line;
+    whether it finished) and the residue to compare the next case with.
 
     Its outcomes are not looked at: a refusal or a tool error here is no observation of
     anything (the same op in a real case is judged there).  A warm-up that left something, or
@@ -146,10 +146,11 @@ def warm_up(adapter, variant, given: m.WarmUp, before: Residue) -> tuple[str, Re
         _, after = _serve_case(pipe, adapter, variant, case, False, before)
     except Exception as exc:  # noqa: BLE001 - a throwaway case's failure only costs its worker
         # Left for the runner to clean up (the adapter's cleanup may not have run).
-        return f"{WARM_UP_FAILED}: {type(exc).__name__}: {exc}", before
+        failed = f"{WARM_UP_FAILED}: {type(exc).__name__}: {exc}"
+        return m.Warmed(left=failed, finished=False), before
     if pipe.closed is None:
-        return f"{WARM_UP_FAILED}: it did not close", after
-    return pipe.closed.left, after
+        return m.Warmed(left=f"{WARM_UP_FAILED}: it did not close", finished=False), after
+    return m.Warmed(left=pipe.closed.left), after
 
 
 def _open_fds() -> list:

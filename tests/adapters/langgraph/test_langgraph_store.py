@@ -159,9 +159,7 @@ def test_a_database_still_being_created_when_its_worker_died_is_not_left_behind(
 
         thread = threading.Thread(target=create)
         thread.start()
-        running = ("SELECT 1 FROM pg_stat_activity WHERE state = 'active' "
-                   "AND query ILIKE 'CREATE DATABASE%%' AND position(%s in query) > 0")
-        while not stores.admin_execute(running, (f'"{name}"',)):  # the server's own view
+        while not stores.creating(name):  # the server's own view
             assert thread.is_alive(), "the creation ended before it was seen running"
         stores.drop_database(name)  # what the cleanup runs for the dead worker's workdir
         thread.join()
