@@ -25,7 +25,10 @@ it; the next operation runs in a fresh worker that calls ``open`` again on the s
 So **everything an adapter must remember across operations lives in ``workdir``**: the store, and
 any mapping from harness thread names to framework ids (``SideTable`` below does that atomically).
 Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
-threads on first use, and a parent with threads cannot fork safely.
+threads on first use, and a parent with threads cannot fork safely.  Workers are forked from a
+fork server of the session's (``fuzz.internal.forkserver``), itself a copy of the parent made
+when the session's first worker is needed: every worker gets the adapter object as it was then,
+and nothing the parent changes in it later.
 
 Third-party adapters plug in by dotted path: ``resumefuzz fuzz mypkg.mod:MyAdapter``.
 ``docs/adapters.md`` has a complete minimal example.
@@ -164,6 +167,13 @@ class Capabilities:
     # a spare worker warm up on a throwaway case of its own before it is needed (a workdir
     # under ``warm-NNNNNN/``, opened, run, closed and cleaned up like any case's).
     reuse_worker: bool = False
+    # Does a case of this variant keep anything outside its ``workdir`` that ``Adapter.cleanup``
+    # must release (a database on a server, a third-party store's resources)?  False: the
+    # workdir, which the engine removes, holds all of it, and the engine never calls
+    # ``cleanup`` for the variant, nor forks the short-lived worker that runs it after a case
+    # whose worker was killed (about one case in two in a campaign with crash points).  The
+    # default, True, is the safe one: an adapter that overrides ``cleanup`` gets it called.
+    needs_cleanup: bool = True
 
     def expresses(self, op: str) -> bool:
         """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""
@@ -444,7 +454,8 @@ class Adapter:
 
         Called by the engine in a worker after the case ends: the case's own worker, after
         ``Case.close``, when it closes normally; a short-lived one otherwise (the case's worker
-        was killed and never reached ``Case.close``, or did not close).  Must be idempotent."""
+        was killed and never reached ``Case.close``, or did not close).  Must be idempotent.
+        Never called for a variant whose ``Capabilities.needs_cleanup`` is False."""
 
     def use_store(self, factory_path: str) -> None:
         """Bring your own store: run every case on the store ``factory_path``

@@ -2,7 +2,9 @@
 
 ``Session(adapter, variant)`` lives in the parent, which has imported the framework once.
 ``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
-parent (``multiprocess``, fork context), kept across operations until a crash point kills it.
+session's fork server (``fuzz.internal.forkserver``: a child the parent forks once, so that the
+parent never pays the copy-on-write faults of a fork again; ``Settings.fork_server``), kept
+across operations until a crash point kills it.
 Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
 normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork, the
 copy-on-write faults that follow it, and an exit less per case.  A worker that finds a thread or
@@ -44,7 +46,6 @@ import gc
 import os
 import re
 import shutil
-import signal
 import sysconfig
 import threading
 import time
@@ -63,6 +64,7 @@ from .errors import EngineError, HarnessFailure, OutOfTime
 from .internal import lifetime
 from .internal import messages as m
 from .internal.blame import roots_of
+from .internal.forkserver import Forked, ForkServer
 from .internal.ledger import Ledger, MemoryLedger
 from .internal.worker import OUTPUT_LIMIT, STACK_SIGNAL
 from .internal.worker import TWIN as _TWIN
@@ -83,7 +85,8 @@ _POLL = 0.25  # seconds between looks at a requested stop while waiting for a wo
 class Settings:
     op_timeout: float = 30.0  # seconds an operation may take before it is ``stuck``
     keep_cases: bool = False  # keep each case's directory (stores, ledger) after it closes
-    # ``fork``: workers forked from the prepared parent (the default).  ``spawn``: a fresh
+    # ``fork``: workers forked from the prepared parent, through the session's fork server
+    # (``fork_server``; the default).  ``spawn``: a fresh
     # interpreter per worker, which imports the framework again (cold-start checks, benchmarks).
     # ``inprocess``: no worker at all, for benchmarks and debugging; no SIGKILL crash points, no
     # races, no time limit.
@@ -106,6 +109,11 @@ class Settings:
     # at every operation boundary, in every process: such a finding no longer waits for a
     # process whose history happens to collect at the right moment.
     collect_garbage: bool = False
+    # ``fork`` mode: fork workers from a fork server of the session's (``fuzz.internal.
+    # forkserver``), forked from the parent once, instead of from the parent itself, whose own
+    # copy-on-write faults after each fork were a third of its CPU.  False: from the parent
+    # (benchmarks compare the two).
+    fork_server: bool = True
 
 
 class Session:
@@ -135,6 +143,10 @@ class Session:
         # instead of forking on its critical path.  A list, so the finalizer holds it, not us.
         self._spare: list[_Worker] = []
         weakref.finalize(self, _drop_spares, self._spare)
+        # The fork server (``Settings.fork_server``), made when the first worker is needed; a
+        # list, so that the finalizer holds it, not us.
+        self._server: list[ForkServer] = []
+        weakref.finalize(self, _close_servers, self._server)
         self._workflow: Workflow | None = None  # the last case's: what a spare warms up with
         self._warm_ups = 0
         # A SIGKILL crash point ran in this session: more will (a campaign draws them from
@@ -169,6 +181,15 @@ class Session:
         return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
 
     @functools.cached_property
+    def cleans_up(self) -> bool:
+        """Does a case of this variant need the adapter's ``cleanup`` after it?  Not when the
+        adapter keeps the protocol's (which does nothing), nor when the variant says its
+        workdir holds everything (``Capabilities.needs_cleanup``): then no worker runs it, and
+        none is forked to run it after a killed worker."""
+        return type(self.adapter).cleanup is not Adapter.cleanup \
+            and getattr(self.capabilities, "needs_cleanup", True)
+
+    @functools.cached_property
     def warm(self) -> bool:
         """Does a spare warm up (``Settings.warm_spares``)?  Only where workers are reused:
         there the adapter vouches that a case leaves nothing behind (``reuse_worker``), and a
@@ -195,6 +216,7 @@ class Session:
         for casedir in _drop_spares(self._spare):
             self._clean_warm_up(casedir)
         _reap(self.grace())
+        _close_servers(self._server)
         if self._own_root and not self.settings.keep_cases:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -210,17 +232,44 @@ class Session:
         the deadline's one-second grace, one of three twenty-second MariaDB campaigns left a
         database behind, its tables made and empty, as a third-party store's cleanup leaves one
         between its factory's migrations and its drop; none in three since.)"""
-        if type(self.adapter).cleanup is Adapter.cleanup:
+        if not self.cleans_up:
             return  # nothing to clean outside the directory: spare the fork
         if self.settings.mode == "inprocess":
             _cleanup(self.adapter, self.variant, workdir)
             return
-        process = _start(_ctx, _cleanup, self.adapter, self.variant, workdir)
+        process = self.launch("cleanup", None, (workdir,))
         process.join(self.op_limit())
         if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
+            process.kill()
             process.join()
         _release(process)
+
+    def launch(self, kind: str, conn=None, args: tuple = ()):
+        """Start a child of this session's: ``"serve"``, a worker on ``conn`` (its end of the
+        pipe), or ``"cleanup"`` (``args``: the workdir).  ``fork`` mode: from the session's
+        fork server (``Settings.fork_server``, made now if it has none, or a new one if it
+        died), or else from this process; ``spawn``: a fresh interpreter.  Returns the
+        child's process (a ``multiprocess.Process`` or a ``forkserver.Forked``); ``OSError``
+        when it cannot be forked."""
+        if self.settings.mode == "fork" and self.settings.fork_server:
+            _reap()
+            for attempt in (1, 2):
+                if not self._server or not self._server[0].alive():
+                    _close_servers(self._server)
+                    self._server.append(ForkServer(
+                        {"serve": (_serve, (self.adapter, self.variant)),
+                         "cleanup": (_cleanup, (self.adapter, self.variant))}, _child))
+                try:
+                    fds = () if conn is None else (conn.fileno(),)
+                    return self._server[0].start(kind, fds, (False, *args) if kind == "serve"
+                                                 else args)
+                except OSError:
+                    if attempt == 2 or self._server[0].alive():
+                        raise
+        ctx = _contexts[self.settings.mode]
+        if kind == "serve":
+            return _start(ctx, _serve, conn, self.adapter, self.variant, ctx is not _ctx)
+        return _start(ctx, _cleanup, self.adapter, self.variant, *args)
 
     def fork_spare(self) -> None:
         """Fork a spare worker, unless the session has an idle one (``fork`` mode only):
@@ -322,11 +371,14 @@ class _Worker:
 
     def __init__(self, session: Session, workflow: Workflow | None = None,
                  workdir: Path | None = None, ledger_path: Path | None = None):
-        ctx = _contexts[session.settings.mode]
-        self.conn, child_conn = ctx.Pipe()
-        self.process = _start(ctx, _serve, child_conn, session.adapter, session.variant,
-                              ctx is not _ctx)
-        child_conn.close()
+        self.conn, child_conn = _contexts[session.settings.mode].Pipe()
+        try:
+            self.process = session.launch("serve", child_conn)
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child_conn.close()
         self.pid = self.process.pid
         self.exitcode = None  # set once killed or closed: the process is released then
         self.owed = 0  # replies the worker sends unasked (``messages.follows``), not read yet
@@ -335,6 +387,7 @@ class _Worker:
         self._out_of_time = session.out_of_time  # the campaign's deadline, not the op's limit
         self._left_over = session.left_over  # counts a worker that would not stay
         self._collect = session.settings.collect_garbage
+        self._cleans_up = session.cleans_up  # a throwaway case runs the adapter's cleanup
         self.cases = 0  # cases given so far (a reused worker serves several)
         self.stayed = False  # it closed its last case and stayed for the next (``reuse``)
         self.warming = False  # it was sent a ``WarmUp`` whose ``Warmed`` is not read yet
@@ -357,7 +410,7 @@ class _Worker:
         try:
             self.conn.send(m.WarmUp(workflow=workflow, workdir=str(casedir / "store"),
                                     ledger_path=str(casedir / "ledger.sqlite"), ops=ops,
-                                    remove=str(casedir)))
+                                    remove=str(casedir), cleanup=self._cleans_up))
         except (BrokenPipeError, OSError):
             return  # gone: the session forks another when it needs one
         self.warming, self.warm_dir = True, casedir
@@ -451,7 +504,7 @@ class _Worker:
             return ""
         try:
             start = self.output.stat().st_size
-            os.kill(self.pid, STACK_SIGNAL)
+            _signal(self.process, STACK_SIGNAL)
         except OSError:
             return ""
         # The handler writes the whole dump at once, from C; the file stops growing when it is
@@ -474,7 +527,7 @@ class _Worker:
         if self.exitcode is not None:
             return  # killed and released already
         if self.process.is_alive():
-            os.kill(self.pid, signal.SIGKILL)
+            self.process.kill()
         self.process.join(5)
         self.conn.close()
         self.exitcode = self.process.exitcode
@@ -834,8 +887,7 @@ class CaseRunner:
         """Should a worker that closes normally run the adapter's cleanup itself?  (Saves the
         short-lived worker ``Session.clean_up`` forks, ~40-90 ms a case; ``inprocess``: no
         worker.)"""
-        return type(self.session.adapter).cleanup is not Adapter.cleanup \
-            and self.session.settings.mode != "inprocess"
+        return self.session.cleans_up and self.session.settings.mode != "inprocess"
 
     def close(self) -> None:
         """Close the case: its worker closes the case, cleans up and removes the case's
@@ -956,7 +1008,7 @@ def _reap(wait: float | None = None) -> None:
         if wait is not None and process.exitcode is None:
             process.join(wait)
             if process.exitcode is None:
-                os.kill(process.pid, signal.SIGKILL)
+                process.kill()
                 process.join(5)
         if process.exitcode is not None:
             _exiting.remove(process)
@@ -973,6 +1025,21 @@ def _drop_spares(spares: list) -> list:
         if spare.warm_dir is not None:
             unfinished.append(spare.warm_dir)
     return unfinished
+
+
+def _close_servers(servers: list) -> None:
+    """End the session's fork server, if it has one."""
+    while servers:
+        servers.pop().close()
+
+
+def _signal(process, signum: int) -> None:
+    """Send ``signum`` to a worker: through its pidfd where the fork server forked it (its pid
+    may be another process's once the server has reaped it)."""
+    if isinstance(process, Forked):
+        process.signal(signum)
+    else:
+        os.kill(process.pid, signum)
 
 
 def _release(process) -> None:

@@ -72,9 +72,11 @@ def capabilities(variant: Variant) -> Capabilities:
     # ("history" reach, docs/semantics.md).
     scope = "history" if variant.options.get("backend") == "persist" else "thread"
     handle = STALE_HANDLES[variant.options["backend"] == "persist"]
+    # The built-in stores, the sandbox and CrewAI's data dirs all live in workdir: nothing
+    # for Adapter.cleanup to release (a custom store's variants keep the default).
     return Capabilities(forced_race=True, max_racers=3, tamper_scope=scope,
                         operations=Capabilities().operations | {"stale_resume"},
-                        stale_handle=handle)
+                        stale_handle=handle, needs_cleanup=False)
 
 
 # What a caller keeps from a pause and answers through later (a second tab, a retried webhook).

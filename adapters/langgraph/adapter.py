@@ -244,6 +244,9 @@ class LangGraphAdapter(Adapter):
             # store's package may keep module state (a pool, a client) we cannot vouch for:
             # those fork a worker per case.
             reuse_worker=o["saver"] != "custom",
+            # A PostgreSQL case's database, and whatever a third-party store keeps, outlive the
+            # case's directory; the memory and SQLite savers keep nothing outside it.
+            needs_cleanup=o["saver"] in ("postgres", "custom"),
             # Truncating the SQLite file damages every thread stored in it.  Otherwise a fork's
             # branch lives in its source's LangGraph thread: on PostgreSQL and in memory it shares
             # its channel blobs, so a tamper of one branch reaches the others' data ("lineage");

@@ -95,7 +95,8 @@ def capabilities(variant: Variant) -> Capabilities:
                             operations=Capabilities().operations | {"stale_resume"},
                             stale_handle=handle,
                             not_expressible={"interrupt_identity": NO_IDENTITY},
-                            tamper_scope="history", reuse_worker=True)
+                            tamper_scope="history", reuse_worker=True,
+                            needs_cleanup=False)  # the files are in workdir
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
     not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY}
@@ -122,6 +123,7 @@ def capabilities(variant: Variant) -> Capabilities:
         # asyncio.run.  The corpus replayed in one reused worker per variant observed what
         # fresh workers did, leaving no thread or file (benchmarks/README.md, twenty-first round).
         reuse_worker=True,
+        needs_cleanup=False,  # objects of the case's worker: nothing outside workdir
     )
 
 

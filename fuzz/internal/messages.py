@@ -106,13 +106,16 @@ class WarmUp:
     never a case's store), run ``ops`` (JSON documents) reading each one's thread after it,
     close and clean the case up, remove ``remove``, answer ``Warmed``.  What a process pays on
     its first case (a framework's lazy imports and first-use caches, the first connection) is
-    then paid while the spare waits, not after a SIGKILL on the recovery's way."""
+    then paid while the spare waits, not after a SIGKILL on the recovery's way.  ``cleanup``:
+    run the adapter's cleanup after the close, as a real case's worker would
+    (``Session.cleans_up``)."""
 
     workflow: object
     workdir: str
     ledger_path: str
     ops: tuple
     remove: str
+    cleanup: bool = True
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ def warm_up(adapter, variant, given: m.WarmUp, before: Residue) -> tuple[m.Warme
     Path(given.workdir).mkdir(parents=True, exist_ok=True)
     commands = [m.RunCommand(op=doc, seq=seq, branch=doc["thread"], query=doc["thread"])
                 for seq, doc in enumerate(given.ops, 1)]
-    pipe = _Scripted(commands + [m.Close(cleanup=True, remove=given.remove, stay=True)])
+    pipe = _Scripted(commands + [m.Close(cleanup=given.cleanup, remove=given.remove, stay=True)])
     case = m.Open(workflow=given.workflow, workdir=given.workdir, ledger_path=given.ledger_path)
     try:
         _, after = _serve_case(pipe, adapter, variant, case, False, before)

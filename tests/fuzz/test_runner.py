@@ -550,6 +550,44 @@ def test_a_throwaway_case_that_never_ends_costs_its_spare_and_is_cleaned_up(tmp_
     assert not list((tmp_path / "cases").glob("warm-*"))
 
 
+class _Cleans(_Opened):
+    """``_Opened``, whose capabilities say whether its cases need ``cleanup``
+    (``Capabilities.needs_cleanup``)."""
+
+    def __init__(self, log: Path, needs: bool):
+        super().__init__(log)
+        self.needs = needs
+
+    def capabilities(self, variant):
+        from dataclasses import replace
+
+        return replace(super().capabilities(variant), needs_cleanup=self.needs)
+
+
+@pytest.mark.parametrize("needs", [True, False])
+def test_cleanup_runs_only_for_a_variant_that_keeps_something_outside_its_workdir(tmp_path, needs):
+    """A case whose worker closed normally, a case whose worker was killed (the cleanup then
+    needs a worker of its own) and a spare's throwaway case: each is cleaned up by the
+    adapter's ``cleanup`` when the variant says it needs it, and none is when it says its
+    workdir holds everything; the observations are the same either way."""
+    adapter = _Cleans(tmp_path / "opened.log", needs)
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+        _, seen = _cases(session, 1, KILLED_THEN_RECOVERED)  # closes normally
+        runner = session.case(WF)
+        killed = runner.apply(Start("t0", crash=CrashAt(1, "before_effect", "sigkill")))
+        runner.close()  # its last worker was killed: no worker of the case to run it
+    assert [o.outcome for o in seen[0]] == ["crashed", "interrupted", "completed"]
+    assert killed.outcome == "crashed"
+    cleaned = [where for who, where in adapter.opened() if who == "cleanup"]
+    warmed = {where for _, where in adapter.opened() if where.startswith("warm-")}
+    if needs:
+        assert {"case-000001", "case-000002"} <= set(cleaned), cleaned
+        assert warmed and warmed <= set(cleaned), (warmed, cleaned)
+    else:
+        assert warmed and cleaned == [], cleaned
+    assert not list((tmp_path / "cases").glob("*-0*"))  # every directory removed either way
+
+
 class _SlowCleanup(ReferenceAdapter):
     """The reference target with a cleanup that takes longer than the deadline's grace (a
     third-party store's: its factory's connect and migrations, then the drop)."""

@@ -161,3 +161,34 @@ def test_a_reused_worker_leaves_nothing_of_a_case_and_observes_what_a_fresh_one_
         assert left == 0, last
     assert seen[True] == seen[False]
     assert seen[True][0] == seen[True][1] == seen[True][2]
+
+
+@pytest.mark.parametrize("name", ["postgres-graph-sync-head-update",
+                                  "sqlite-graph-sync-head-update"])
+def test_a_case_whose_worker_was_killed_is_cleaned_up_where_its_store_outlives_its_directory(
+        name, adapter, variant, workflow, tmp_path):
+    """``Capabilities.needs_cleanup``: a PostgreSQL case's database outlives its directory, so
+    after a case whose last worker was killed (it never reached ``Case.close``, which drops the
+    database it created) the engine runs the adapter's cleanup in a worker of its own, and no
+    database is left.  A SQLite case's store is in its directory: no cleanup is declared, none
+    runs, and the directory goes all the same."""
+    import json
+
+    from adapters.langgraph import stores
+    from fuzz.runner import Session, Settings
+
+    v = variant(name)
+    assert adapter.capabilities(v).needs_cleanup == (name.startswith("postgres"))
+    with Session(adapter, v, tmp_path / "cases", Settings(keep_cases=True)) as session:
+        runner = session.case(workflow)
+        try:
+            killed = runner.apply(Start("t0", crash=CrashAt(1, "after_commit", "sigkill")))
+        finally:
+            runner.close()
+        assert killed.outcome == "crashed"
+        record = runner.workdir / stores.PG_FILE
+        if name.startswith("postgres"):
+            dbname = json.loads(record.read_text())["dbname"]
+            assert not stores.database_exists(dbname)  # the killed owner never dropped it
+        else:
+            assert not record.exists() and (runner.workdir / stores.SQLITE_FILE).exists()
