@@ -23,7 +23,10 @@ One *case* is the same two operations on a fresh store (workflow: 3 tasks, gate 
   operations with an ``exception`` crash point, in process;
 - ``sigkill-cold``: the same as ``sigkill`` with ``Settings(warm_spares=False)``: the worker
   that recovers waits for the kill cold, instead of having run a throwaway case first (where
-  the variant reuses workers; elsewhere the two are the same).
+  the variant reuses workers; elsewhere the two are the same);
+- ``fork-parent`` and ``sigkill-parent``: ``fork`` and ``sigkill`` with
+  ``Settings(fork_server=False)``: the workers forked from the parent itself, as before the
+  twenty-fourth round, instead of from the session's fork server.
 
 The kinds are interleaved case by case, so that load on the machine hits them alike; the ratios
 are of medians.  Goals: fuzzer / plain <= 1.10; sigkill / inproc-crash <= 2.  fuzzer /
@@ -112,6 +115,7 @@ def main() -> int:
     inproc = Session(adapter, variant, root / "in", Settings(mode="inprocess"))
     forked = Session(adapter, variant, root / "fork", Settings(mode="fork"))
     cold = Session(adapter, variant, root / "cold", Settings(mode="fork", warm_spares=False))
+    direct = Session(adapter, variant, root / "direct", Settings(mode="fork", fork_server=False))
     kinds = {
         "plain": lambda: plain(adapter, variant, root),
         "plain+query": lambda: plain(adapter, variant, root, query=True),
@@ -119,6 +123,8 @@ def main() -> int:
         "fork": lambda: through(forked, PAIR),
         "sigkill": lambda: through(forked, CRASH_PAIRS["sigkill"]),
         "sigkill-cold": lambda: through(cold, CRASH_PAIRS["sigkill"]),
+        "fork-parent": lambda: through(direct, PAIR),
+        "sigkill-parent": lambda: through(direct, CRASH_PAIRS["sigkill"]),
         "inproc-crash": lambda: through(inproc, CRASH_PAIRS["inproc-crash"]),
     }
     for run in kinds.values():  # warm up: first imports, first files
@@ -136,6 +142,8 @@ def main() -> int:
         "fork/plain": round(med["fork"] / med["plain"], 3),
         "sigkill/inproc-crash": round(med["sigkill"] / med["inproc-crash"], 3),
         "sigkill-cold/inproc-crash": round(med["sigkill-cold"] / med["inproc-crash"], 3),
+        "fork/fork-parent": round(med["fork"] / med["fork-parent"], 3),
+        "sigkill/sigkill-parent": round(med["sigkill"] / med["sigkill-parent"], 3),
     }
     print(json.dumps(out, indent=2))
     if args.json:

@@ -2,9 +2,10 @@
 
 ``Session(adapter, variant)`` lives in the parent, which has imported the framework once.
 ``session.case(workflow)`` makes a ``CaseRunner``: one fresh store, one worker forked from the
-session's fork server (``fuzz.internal.forkserver``: a child the parent forks once, so that the
-parent never pays the copy-on-write faults of a fork again; ``Settings.fork_server``), kept
-across operations until a crash point kills it.
+session's fork server where the variant reuses workers (``fuzz.internal.forkserver``: a child
+the parent forks once, so that the parent never pays the copy-on-write faults of a fork again;
+``Settings.fork_server``), else from the parent; kept across operations until a crash point
+kills it.
 Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
 normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork, the
 copy-on-write faults that follow it, and an exit less per case.  A worker that finds a thread or
@@ -109,10 +110,10 @@ class Settings:
     # at every operation boundary, in every process: such a finding no longer waits for a
     # process whose history happens to collect at the right moment.
     collect_garbage: bool = False
-    # ``fork`` mode: fork workers from a fork server of the session's (``fuzz.internal.
-    # forkserver``), forked from the parent once, instead of from the parent itself, whose own
-    # copy-on-write faults after each fork were a third of its CPU.  False: from the parent
-    # (benchmarks compare the two).
+    # ``fork`` mode, where the variant reuses workers (``Session.serves_forks``): fork workers
+    # from a fork server of the session's (``fuzz.internal.forkserver``), forked from the parent
+    # once, instead of from the parent itself, whose own copy-on-write faults after each fork
+    # were a third of its CPU.  False: from the parent (benchmarks compare the two).
     fork_server: bool = True
 
 
@@ -179,6 +180,17 @@ class Session:
         """Does a worker that closed its case normally stay for the next case?"""
         allowed = getattr(self.capabilities, "reuse_worker", False)
         return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
+
+    @functools.cached_property
+    def serves_forks(self) -> bool:
+        """Are this session's workers forked from a fork server (``Settings.fork_server``)?
+        Only where the variant reuses workers (``Capabilities.reuse_worker``): there it was
+        measured (the reference target, LangGraph, AutoGen); 30-second CrewAI campaigns, whose
+        every case forks a worker, ran fewer operations with it and overran their time box by
+        up to 25 s (up to 7 s without), not yet explained (benchmarks/README.md, twenty-fourth
+        round)."""
+        return self.settings.mode == "fork" and self.settings.fork_server \
+            and bool(getattr(self.capabilities, "reuse_worker", False))
 
     @functools.cached_property
     def cleans_up(self) -> bool:
@@ -251,7 +263,7 @@ class Session:
         died), or else from this process; ``spawn``: a fresh interpreter.  Returns the
         child's process (a ``multiprocess.Process`` or a ``forkserver.Forked``); ``OSError``
         when it cannot be forked."""
-        if self.settings.mode == "fork" and self.settings.fork_server:
+        if self.serves_forks:
             _reap()
             for attempt in (1, 2):
                 if not self._server or not self._server[0].alive():

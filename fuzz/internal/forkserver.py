@@ -1,4 +1,5 @@
-"""A session's fork server: the one process its workers are forked from.
+"""A session's fork server: the one process its workers are forked from (where the variant
+reuses workers: ``Session.serves_forks``).
 
 Why: a fork marks every writable page of the forking process copy-on-write, and the forking
 process then pays a page fault and a page copy for each of them it writes afterwards.  The

@@ -123,3 +123,23 @@ def test_the_servers_socket_and_pipes_are_not_left_open(tmp_path):
     left = set(os.listdir("/proc/self/fd")) - before
     assert not [fd for fd in left if Path(f"/proc/self/fd/{fd}").exists()], left
 
+
+
+class _NoReuse(ReferenceAdapter):
+    def capabilities(self, variant):
+        from dataclasses import replace
+
+        return replace(super().capabilities(variant), reuse_worker=False)
+
+
+def test_a_variant_that_does_not_reuse_workers_forks_them_from_the_parent(tmp_path):
+    """``Session.serves_forks``: the fork server only where workers are reused (where it was
+    measured); elsewhere each worker is the parent's own child, as before it."""
+    adapter = _NoReuse()
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+        runner = session.case(WF)
+        runner.apply(Start("t0"))
+        parent = _ppid(runner.worker.pid)
+        runner.close()
+        assert not session.serves_forks and session._server == []
+    assert parent == os.getpid()
