@@ -25,8 +25,9 @@ it; the next operation runs in a fresh worker that calls ``open`` again on the s
 So **everything an adapter must remember across operations lives in ``workdir``**: the store, and
 any mapping from harness thread names to framework ids (``SideTable`` below does that atomically).
 Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
-threads on first use, and a parent with threads cannot fork safely.  Where a variant reuses
-workers (``Capabilities.reuse_worker``) they are forked from a fork server of the session's
+threads on first use, and a parent with threads cannot fork safely.  With the engine's
+``Settings(fork_server=True)``, where a variant reuses workers (``Capabilities.reuse_worker``),
+they are forked from a fork server of the session's
 (``fuzz.internal.forkserver``), itself a copy of the parent made when the session's first worker
 is needed: every worker gets the adapter object as it was then, and nothing the parent changes
 in it later.

@@ -1,5 +1,5 @@
-"""A session's fork server: the one process its workers are forked from (where the variant
-reuses workers: ``Session.serves_forks``).
+"""A session's fork server: the one process its workers are forked from (opt-in,
+``Settings(fork_server=True)``, where the variant reuses workers: ``Session.serves_forks``).
 
 Why: a fork marks every writable page of the forking process copy-on-write, and the forking
 process then pays a page fault and a page copy for each of them it writes afterwards.  The

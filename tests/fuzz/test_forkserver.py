@@ -99,7 +99,8 @@ def test_a_child_of_the_server_reports_its_exit_status_and_is_reaped_once_releas
 
 def test_a_dead_fork_server_is_replaced(tmp_path):
     adapter = ReferenceAdapter()
-    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases",
+                 Settings(fork_server=True)) as session:
         _, before = run_cases(session, WF, OPS, 1)
         old = session._server[0]
         os.kill(old.pid, signal.SIGKILL)
@@ -115,7 +116,8 @@ def test_the_servers_socket_and_pipes_are_not_left_open(tmp_path):
     """The session's close ends its server; the parent keeps no descriptor of it."""
     adapter = ReferenceAdapter()
     before = set(os.listdir("/proc/self/fd"))
-    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases",
+                 Settings(fork_server=True)) as session:
         run_cases(session, WF, OPS, 2)
         server = session._server[0]
     assert not server.alive() and not Path(f"/proc/{server.pid}").exists()
@@ -136,7 +138,8 @@ def test_a_variant_that_does_not_reuse_workers_forks_them_from_the_parent(tmp_pa
     """``Session.serves_forks``: the fork server only where workers are reused (where it was
     measured); elsewhere each worker is the parent's own child, as before it."""
     adapter = _NoReuse()
-    with Session(adapter, adapter.variants()[0], tmp_path / "cases") as session:
+    with Session(adapter, adapter.variants()[0], tmp_path / "cases",
+                 Settings(fork_server=True)) as session:
         runner = session.case(WF)
         runner.apply(Start("t0"))
         parent = _ppid(runner.worker.pid)
