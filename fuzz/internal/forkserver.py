@@ -41,6 +41,8 @@ import socket
 import struct
 from pathlib import Path
 
+from multiprocess import connection, get_context
+
 from . import lifetime
 
 _MAX_FDS = 4
@@ -58,8 +60,6 @@ class ForkServer:
         ``child(server_pid, lifeline_read, call)``, where ``call()`` is ``function(*fds as
         connections, *objects, *args)`` (``child``: the runner's ``_child``, which makes it
         die with its parent and the fuzzer).  Forks the server now."""
-        from multiprocess import get_context
-
         self._done: list[int] = []  # children released (``Forked.close``), not reaped yet
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # A fork takes the server a millisecond; a server that does not answer in this long
@@ -226,8 +226,6 @@ def _server_main(parent_pid: int, lifeline_read: int, sock: socket.socket, their
 
 
 def _fork_child(sock, child, lifeline_read, function, fds, objects, args) -> int:
-    from multiprocess import get_context
-
     server = os.getpid()
     process = get_context("fork").Process(
         target=child, args=(server, lifeline_read, _bind, function, fds, objects, args),
@@ -248,8 +246,6 @@ def _fork_child(sock, child, lifeline_read, function, fds, objects, args) -> int
 
 def _bind(function, fds, objects, args):
     """In the child: the descriptors as ``multiprocess`` connections, then the call."""
-    from multiprocess import connection
-
     return function(*(connection.Connection(fd) for fd in fds), *objects, *args)
 
 
