@@ -167,7 +167,8 @@ class Capabilities:
     # one that finds a thread or an open file of its case still alive after closing it (the
     # worker checks those two; module-level state is the adapter's to rule out).  It also lets
     # a spare worker warm up on a throwaway case of its own before it is needed (a workdir
-    # under ``warm-NNNNNN/``, opened, run, closed and cleaned up like any case's).
+    # under ``warm-NNNNNN/``, opened, run, closed and cleaned up like any case's), and a racer
+    # serve the racers of later races (each race's case opened, resumed and closed in turn).
     reuse_worker: bool = False
     # Does a case of this variant keep anything outside its ``workdir`` that ``Adapter.cleanup``
     # must release (a database on a server, a third-party store's resources)?  False: the

@@ -146,6 +146,10 @@ class Session:
         # instead of forking on its critical path.  A list, so the finalizer holds it, not us.
         self._spare: list[_Worker] = []
         weakref.finalize(self, _drop_spares, self._spare)
+        # Racers that stayed after their race, for the next one (``end_race``): reused workers
+        # too, kept apart from the spares.
+        self._racers: list[_Worker] = []
+        weakref.finalize(self, _drop_spares, self._racers)
         # The fork server (``Settings.fork_server``), made when the first worker is needed; a
         # list, so that the finalizer holds it, not us.
         self._server: list[ForkServer] = []
@@ -228,6 +232,7 @@ class Session:
         session's temp folder (unless ``keep_cases``, or the caller gave one)."""
         for casedir in _drop_spares(self._spare):
             self._clean_warm_up(casedir)
+        _drop_spares(self._racers)  # no throwaway case: nothing to clean up
         _reap(self.grace())
         _close_servers(self._server)
         if self._own_root and not self.settings.keep_cases:
@@ -300,6 +305,33 @@ class Session:
         if self.warm and self._workflow is not None:
             self._warm_ups += 1
             spare.warm_up(self._workflow, self.root / f"warm-{self._warm_ups:06d}")
+
+    def racer(self, workflow: Workflow, workdir: Path, ledger_path: Path) -> _Worker:
+        """A worker for one racer of a race on ``workdir``: one that served a racer of an
+        earlier race and stayed (``end_race``), else a new one.  Racers are kept apart from the
+        spares: those are the next case's and the next recovery's head start, warmed up for it."""
+        while self._racers:
+            racer = self._racers.pop()
+            if racer.alive():
+                try:
+                    racer.adopt(workflow, workdir, ledger_path)
+                    return racer
+                except OSError:
+                    pass
+            racer.kill()
+        return _Worker(self, workflow, workdir, ledger_path)
+
+    def end_race(self, racer: _Worker, finished: bool) -> None:
+        """Close a racer's case.  Where workers are reused (``reuse``), a racer of a race that
+        ``finished`` (every racer answered) stays for the next race, up to the variant's
+        ``max_racers``: a race forks no process once one of as many racers has run (measured:
+        half of a reference campaign's forks were racers; each fork, its first writes to the
+        pages it shares with its parent, and its exit cost about 10 ms of CPU, `perf`).  Otherwise it
+        closes and exits, off the case's way (``_reap``)."""
+        stay = finished and self.reuse and racer.cases < CASES_PER_WORKER and len(
+            self._racers) < max(2, getattr(self.capabilities, "max_racers", 2))
+        if racer.stop(1.0, stay=stay) and racer.stayed:
+            self._racers.append(racer)
 
     def _idle(self) -> list:
         """The live idle workers (spares, and a reused worker waiting for the next case); the
@@ -842,11 +874,11 @@ class CaseRunner:
         # Every racer answers the interrupt pending now: the one it was shown.
         state, _ = self._query(self._worker(), op.thread)
         gate = state.pending if state is not None else None
-        racers = []
-        for value in op.values:
-            w = _Worker(self.session, self.workflow, self.workdir, self.ledger_path)
-            racers.append((w, Resume(op.thread, value=value, gate=gate)))
+        racers, finished = [], False
         try:
+            for value in op.values:
+                w = self.session.racer(self.workflow, self.workdir, self.ledger_path)
+                racers.append((w, Resume(op.thread, value=value, gate=gate)))
             for i, (w, resume) in enumerate(racers):
                 w.conn.send(m.RaceCommand(op=resume.to_json(), seq=self.seq, branch=op.thread,
                                           racer=i + 1, forced=op.forced))
@@ -857,10 +889,13 @@ class CaseRunner:
             for i, (w, resume) in enumerate(racers):
                 status, reply = w.wait(self.timeout)
                 ended.append(self._outcome(w, status, reply, resume, self.seq, op.thread, i + 1))
+            finished = True
             return _joined(ended)
         finally:
+            # Every racer closes its case before the state is read; one that answered its
+            # resume stays for the next race where workers are reused (``Session.end_race``).
             for w, _ in racers:
-                w.stop(1)
+                self.session.end_race(w, finished)
 
     def _barrier(self, racers, name: str) -> None:
         waiting = list(racers)

@@ -3,7 +3,7 @@
 Commands (``fuzz/internal/messages.py``) arrive over the worker's pipe, after the ``Open`` that
 gives the worker its case: ``RunCommand`` (an executing operation), ``QueryCommand``,
 ``TamperCommand``, ``CloneCommand``, ``RaceCommand`` (one racer's resume, between start and
-read barriers) and ``Close``.  A run or tamper may name the thread to read after it: the worker
+read barriers; a racer's only command before its ``Close``) and ``Close``.  A run or tamper may name the thread to read after it: the worker
 sends that query's ``Reply`` after the command's, unasked (``messages.follows``).  A ``sigkill``
 crash point sends ``Barrier("sigkill")`` and kills the worker at once (``sigkill_barrier``).
 Every exception from the adapter becomes a ``Reply``, never a crash of the worker: a refusal
@@ -221,7 +221,7 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool,
                                    racer=message.racer)
                 conn.send(output.around(lambda: _run_op(
                     case, run, ledger, barrier, roots, ready if message.forced else None)))
-                break
+                continue  # the runner's ``Close`` comes next (``Session.end_race``)
             reply = output.around(lambda: handle(case, ledger, message, barrier, roots))
             conn.send(reply)
             if m.follows(message, reply):  # the query the runner would send next

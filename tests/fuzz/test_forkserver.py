@@ -61,7 +61,8 @@ def test_once_the_fork_server_runs_the_parent_forks_no_worker(tmp_path, monkeypa
         assert forks == [] and parent != os.getpid()
         assert grandparent == os.getpid()  # the server is the parent's child
     else:
-        assert len(forks) >= 4 and parent == os.getpid()  # a spare, two racers, a twin
+        # A spare and a twin (the racers are the first case's, reused: ``test_runner.py``).
+        assert len(forks) >= 2 and parent == os.getpid()
 
 
 def _exit_with(code):

@@ -390,6 +390,46 @@ def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path
     assert len(set(pids)) == 3
 
 
+
+def _races(session, cases: int):
+    """``cases`` cases that each race three racers: the pid of every racer, in order, and the
+    outcomes."""
+    pids, outcomes, real = [], [], session.racer
+
+    def racer(*args):
+        worker = real(*args)
+        pids.append(worker.pid)
+        return worker
+
+    session.racer = racer
+    for _ in range(cases):
+        runner = session.case(WF)
+        outcomes.append([runner.apply(op).outcome for op in (
+            Start("t0"), Race("t0", values=("a", "a", "a"), forced=True), Query("t0"))])
+        runner.close()
+    return pids, outcomes
+
+
+def test_the_racers_of_a_race_serve_the_next_race_only_where_workers_are_reused(tmp_path):
+    """Half of a reference campaign's forks were racers: where the variant reuses workers, the
+    racers of a finished race stay (their case closed) and run the next race's resumes; a
+    fresh one for each racer otherwise, and where a racer's case leaves a thread behind."""
+    reference = ReferenceAdapter()
+    with Session(reference, reference.variants()[0], tmp_path / "reused") as session:
+        reused, seen = _races(session, 3)
+    assert len(reused) == 9 and len(set(reused)) == 3  # three processes ran every racer
+    assert set(reused[3:6]) == set(reused[:3]) == set(reused[6:])
+    with Session(reference, reference.variants()[0], tmp_path / "fresh",
+                 Settings(reuse=False)) as session:
+        fresh, alone = _races(session, 3)
+    assert len(set(fresh)) == 9
+    assert seen == alone == [["interrupted", "completed|rejected|rejected", "ok"]] * 3
+    leaky = _Leaky("thread", tmp_path)
+    with Session(leaky, leaky.variants()[0], tmp_path / "leaky") as session:
+        left, _ = _races(session, 2)
+        assert session.left_behind >= 6 and "left-running" in session.last_left
+    assert len(set(left)) == 6
+
 class _Leaky(ReferenceAdapter):
     """The reference target, reuse declared, whose cases leave ``leave`` behind at close: a
     thread still running, or a file open outside the case's directory."""
