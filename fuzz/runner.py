@@ -323,11 +323,12 @@ class Session:
 
     def end_race(self, racer: _Worker, finished: bool) -> None:
         """Close a racer's case.  Where workers are reused (``reuse``), a racer of a race that
-        ``finished`` (every racer answered) stays for the next race, up to the variant's
-        ``max_racers``: a race forks no process once one of as many racers has run (measured:
-        half of a reference campaign's forks were racers; each fork, its first writes to the
-        pages it shares with its parent, and its exit cost about 10 ms of CPU, `perf`).  Otherwise it
-        closes and exits, off the case's way (``_reap``)."""
+        ``finished`` (ran to its end, not cut short by an error or the deadline) stays for the
+        next race, up to the variant's ``max_racers``, if it closes its case normally with
+        nothing left alive: a race then forks no process once as many racers have run
+        (measured: half of a reference campaign's forks were racers; each fork, its first
+        writes to the pages it shares with its parent, and its exit cost about 10 ms of CPU,
+        ``perf``).  Otherwise it closes and exits, off the case's way (``_reap``)."""
         stay = finished and self.reuse and racer.cases < CASES_PER_WORKER and len(
             self._racers) < max(2, getattr(self.capabilities, "max_racers", 2))
         if racer.stop(1.0, stay=stay) and racer.stayed:

@@ -53,12 +53,17 @@ def test_two_concurrent_campaigns_share_examples_through_redis(redis_db, tmp_pat
         assert proc.returncode == 1, err
         assert [f["category"] for f in json.loads(out)["findings"]] == ["LostUpdate"]
     assert redis_db.keys(b"resumefuzz:*"), "nothing was saved to the shared database"
-    # One generated example is not enough to find it (the control, without Redis, finds
-    # nothing); a fresh machine sharing Redis replays the saved failure first and finds it.
-    control = campaign(tmp_path / "control", seed=99, examples=1, shared=False)
+    # Three generated examples are not enough to find it (the control, without Redis, finds
+    # nothing); a fresh machine sharing Redis replays the saved failures first and finds one.
+    # Three, not one: each machine may leave an entry, and Hypothesis ends its replay of them
+    # once it has run ``max_examples`` that did not fail, deleting those.  An entry that does
+    # not fail again (a free race's, whose timing differs here) then ended a one-example run
+    # before the other machine's entry was tried (CI of 11baf91; here 3 of 9 runs of that
+    # code, 4 of 5 of the code before it).
+    control = campaign(tmp_path / "control", seed=99, examples=3, shared=False)
     out, err = control.communicate(timeout=900)
     assert control.returncode == 0, (out, err)
-    third = campaign(tmp_path / "machine3", seed=99, examples=1)
+    third = campaign(tmp_path / "machine3", seed=99, examples=3)
     out, err = third.communicate(timeout=900)
     assert third.returncode == 1, err
     assert [f["category"] for f in json.loads(out)["findings"]] == ["LostUpdate"]
