@@ -113,9 +113,10 @@ class Settings:
     # from a fork server of the session's (``fuzz.internal.forkserver``), forked from the parent
     # once, instead of from the parent itself, whose own copy-on-write faults after each fork
     # were a third of its CPU.  Off by default: with it on, one reference campaign of CI's
-    # core run counted a tool error that neither this machine nor the same test run 12 times
-    # under load showed; until that is explained, the parent forks its workers (benchmarks
-    # compare the two: benchmarks/README.md, twenty-fourth round).
+    # core run counted a tool error that the same campaign did not show here in 138 runs, 120
+    # of them three at a time beside two busy loops; until that is explained, the parent forks
+    # its workers (benchmarks compare the two: benchmarks/README.md, twenty-fourth and
+    # twenty-fifth rounds).
     fork_server: bool = False
 
 
