@@ -3,12 +3,13 @@
 Commands (``fuzz/internal/messages.py``) arrive over the worker's pipe, after the ``Open`` that
 gives the worker its case: ``RunCommand`` (an executing operation), ``QueryCommand``,
 ``TamperCommand``, ``CloneCommand``, ``RaceCommand`` (one racer's resume, between start and
-read barriers; a racer's only command before its ``Close``) and ``Close``.  A run or tamper may name the thread to read after it: the worker
-sends that query's ``Reply`` after the command's, unasked (``messages.follows``).  A ``sigkill``
-crash point sends ``Barrier("sigkill")`` and kills the worker at once (``sigkill_barrier``).
-Every exception from the adapter becomes a ``Reply``, never a crash of the worker: a refusal
-of the framework (``rejected``, with its exception) or a failure of the harness (``harness``,
-with the adapter's traceback), told apart by ``blame.py``.
+read barriers; a racer's only command before its ``Close``) and ``Close``.  A run or tamper
+may name the thread to read after it: the worker sends that query's ``Reply`` after the
+command's, unasked (``messages.follows``).  A ``sigkill`` crash point sends
+``Barrier("sigkill")`` and kills the worker at once (``sigkill_barrier``).  Every exception
+from the adapter becomes a ``Reply``, never a crash of the worker: a refusal of the framework
+(``rejected``, with its exception) or a failure of the harness (``harness``, with the
+adapter's traceback), told apart by ``blame.py``.
 
 From ``Open`` on, the worker's fds 1 and 2 go to a file next to the case's ledger
 (``worker-<pid>.out``) for the rest of its life: frameworks print and log (from their own

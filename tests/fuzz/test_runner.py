@@ -390,7 +390,6 @@ def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path
     assert len(set(pids)) == 3
 
 
-
 def _races(session, cases: int):
     """``cases`` cases that each race three racers: the pid of every racer, in order, and the
     outcomes."""
@@ -429,6 +428,7 @@ def test_the_racers_of_a_race_serve_the_next_race_only_where_workers_are_reused(
         left, _ = _races(session, 2)
         assert session.left_behind >= 6 and "left-running" in session.last_left
     assert len(set(left)) == 6
+
 
 class _Leaky(ReferenceAdapter):
     """The reference target, reuse declared, whose cases leave ``leave`` behind at close: a
