@@ -22,7 +22,8 @@ ROOT = HERE.parents[2]
 @pytest.fixture(scope="module", params=VARIANTS)
 def probe(request, tmp_path_factory):
     """The probe's facts; run again (up to ATTEMPTS) when CrewAI's checkpoint writer raced its
-    event record in a scenario (see ``crewai_test_support.FrameworkRace``)."""
+    event record in a scenario's last attempt (see ``crewai_test_support.FrameworkRace``; the
+    probe itself runs a raced scenario again first, up to ATTEMPTS times)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for _ in range(ATTEMPTS):
         out = tmp_path_factory.mktemp(request.param)
