@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 def main(variant_name: str, outdir: Path) -> dict:
     from adapters.crewai import CrewAIAdapter
-    from crewai_test_support import ATTEMPTS, FRAMEWORK_RACE
     from adapters.protocol import CrashAt, Race, Recover, Resume, Start, TwinRecover, Workflow
+    from crewai_test_support import ATTEMPTS, FRAMEWORK_RACE
     from fuzz.runner import Session, Settings
     from fuzz.targets import prepare
 
@@ -36,10 +36,10 @@ def main(variant_name: str, outdir: Path) -> dict:
     def scenario(name, workflow, run):
         """``run(case)``'s facts on a fresh case of ``workflow``, with the case's log; run again
         on another fresh case (up to ``ATTEMPTS``) where CrewAI's checkpoint writer raced its
-        event record (``crewai_test_support.FrameworkRace``: the framework's defect, about one
-        probe run in two on a busy 2-CPU machine, in any of the four scenarios).  Each scenario
-        retried on its own: a probe retried whole lost all four to a race in any one (CI of
-        210bfbb: three probe runs in a row)."""
+        event record (``crewai_test_support.FrameworkRace``: the framework's defect, in any of
+        the four scenarios; in 6 of 12 probe runs here one hour, in 1 of 14 the next).  Each
+        scenario is retried on its own: a probe retried whole lost all four to a race in any one
+        (CI of 210bfbb: three probe runs in a row)."""
         for attempt in range(1, ATTEMPTS + 1):
             case = session.case(workflow)
             fact = run(case)
