@@ -58,8 +58,8 @@ def become_child(parent_pid: int, lifeline_read: int | None, death_signal: int =
     ``death_signal``: what the kernel sends when the parent dies (a nightly job gets SIGTERM, to
     stop cleanly and write what it found; a worker gets SIGKILL).  ``keep_signals``: keep the
     parent's stop handlers (a nightly job runs a campaign of its own).  ``watch=False``: keep
-    the lifeline's read end (``kept_lifeline``) but start no thread to watch it: a process
-    that forks (the fork server) watches it in its own loop, and forks with no other thread."""
+    the lifeline's read end but start no thread to watch it: a process that forks (the fork
+    server) watches it in its own loop, and forks with no other thread."""
     _set_parent_death_signal(death_signal)
     if os.getppid() != parent_pid:  # the parent died before the death signal was armed
         os._exit(1)
@@ -76,19 +76,9 @@ def become_child(parent_pid: int, lifeline_read: int | None, death_signal: int =
             with contextlib.suppress(OSError):
                 os.close(read)
         del _lifelines[pid]
-    _kept["read"] = lifeline_read
     if lifeline_read is not None and watch:
         threading.Thread(target=_watch, args=(lifeline_read, death_signal), daemon=True,
                          name="resumefuzz-lifeline").start()
-
-
-_kept: dict = {"read": None}
-
-
-def kept_lifeline() -> int | None:
-    """The read end of the lifeline this child kept (``become_child``): its children, forked
-    from it, watch the same pipe."""
-    return _kept["read"]
 
 
 def _watch(fd: int, death_signal: int) -> None:
