@@ -4,7 +4,7 @@ threads, so it runs in workers only).  Machinery only: no verdict about the fram
 
 from __future__ import annotations
 
-import warnings
+import gc
 
 import pytest
 
@@ -17,8 +17,23 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def session(adapter, tmp_path, request):
-    return runner.Session(adapter, adapter.variant(request.param), tmp_path / "fuzz",
-                          runner.Settings(op_timeout=120))
+    # The collector is off in this process while a test's workers are forked from it, and so
+    # in them: a forked worker inherits this process's collection counters, so whatever ran
+    # before (the in-process tests) decides whether a collection lands while a server variant's
+    # run waits at a gate; LlamaIndex's server holds that run only weakly and loses it (its own
+    # defect, server-event/Stuck-bddff149f8ee, docs/frameworks/llamaindex.md), and the resume
+    # then waits out the op limit.  That is what hung the twin test below to 360 s in CI; with
+    # gc.set_threshold(1) here it hangs every time (server-wait and server-event; core-wait-step
+    # does not), with the collector off it takes 31 s.  These tests are about the machinery;
+    # the defect has its entry and its checked scripts.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield runner.Session(adapter, adapter.variant(request.param), tmp_path / "fuzz",
+                             runner.Settings(op_timeout=120))
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def rows_of(case, seq):
@@ -97,12 +112,12 @@ def test_twin_recover_runs_on_a_byte_copy(session):
                 case.apply(Resume("t0", value="a", crash=CrashAt(2, "after_commit", "sigkill")))]
         obs = case.apply(TwinRecover("t0"))
         assert obs.twin is not None
-        # The server variant has hung here in CI (to the op limit, then the twins' recoveries),
-        # never on a quiet machine: where its worker waited is shown in the warnings summary.
-        for stuck in [o for o in (*seen, obs, obs.twin) if o.outcome == "stuck"]:
-            warnings.warn(f"{session.variant.name}: stuck, {stuck.error}", stacklevel=1)
-        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
-        assert obs.twin.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
+        # With the collector off (the fixture) nothing here waits on LlamaIndex's weakly held
+        # run, so a hang is the machinery's: the failure says where its worker waited.
+        stuck = [o.error for o in (*seen, obs, obs.twin) if o.outcome == "stuck"]
+        assert not stuck, stuck
+        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed")
+        assert obs.twin.outcome in ("interrupted", "completed", "rejected", "crashed")
     finally:
         case.close()
 
