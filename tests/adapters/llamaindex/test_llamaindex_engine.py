@@ -55,7 +55,8 @@ def test_sigkill_barrier_kills_inside_the_intended_task_and_phase(session, phase
         assert all(pid == first_pid for *_, pid, _ in rows_of(case, case.seq))
         assert fired == ([] if phase == "before_effect" else [("t0", 1, None)])
         obs = case.apply(Recover("t0"))
-        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
+        # No `stuck`: with the collector off (the fixture) a hang here is the machinery's.
+        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed"), obs.error
         assert case.apply(Query("t0")).outcome in ("ok", "rejected")
     finally:
         case.close()
@@ -74,7 +75,7 @@ def test_sigkill_in_a_resumed_gate_then_recover_in_a_fresh_worker(session):
         assert [(b, t, v) for b, t, v, *_ in rows_of(case, case.seq)] == [("t0", 2, "b")]
         killed = {pid for *_, pid, _ in rows_of(case, case.seq)}
         obs = case.apply(Recover("t0"))
-        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed", "stuck")
+        assert obs.outcome in ("interrupted", "completed", "rejected", "crashed"), obs.error
         assert case.worker.process.pid not in killed  # the recovery ran in a fresh worker
     finally:
         case.close()
