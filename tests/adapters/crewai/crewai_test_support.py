@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import sys
 import threading
 from pathlib import Path
@@ -44,6 +45,7 @@ class Harness:
 
     def __init__(self, adapter, variant, workflow: Workflow, workdir: Path, ledger_path: Path):
         self.adapter, self.variant, self.workflow, self.workdir = adapter, variant, workflow, workdir
+        self.failed_writes = len(FAILED_WRITES)  # CrewAI's failed checkpoint writes until now
         self.ledger = thread_safe_ledger(ledger_path)
         self.case = adapter.open(variant, workflow, workdir)
         self.seq = 0
@@ -118,6 +120,55 @@ HANG_SECONDS = 90  # an op here takes well under 5 s; CI under load, under 20
 # interpreter's exit joins those (concurrent.futures, CrewAI's atexit flush), so the conftest ends
 # a session that left any with os._exit, after pytest has reported.
 ABANDONED: list[threading.Thread] = []
+
+
+# What CrewAI's checkpoint listener logged of a checkpoint it failed to write (it logs a warning
+# and goes on, the checkpoint lost): in one CI run, ``sqlite3.OperationalError: database is
+# locked`` from ``SqliteProvider.checkpoint``'s ``PRAGMA journal_mode=WAL`` (likely the event
+# bus's pool threads writing one checkpoint file at once, as in ``FrameworkHang``).
+FAILED_WRITES: list[str] = []
+
+
+class _FailedWrites(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f": {type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        FAILED_WRITES.append(text)
+
+
+# By name: this imports nothing of CrewAI's.
+logging.getLogger("crewai.state.checkpoint_listener").addHandler(_FailedWrites(logging.WARNING))
+
+
+def missing_pause_checkpoint(h: Harness, thread: str = "t0", gate: int = 2):
+    """Raise for a case that recorded no checkpoint at ``gate``'s pause when ``kickoff``
+    returned.  CrewAI writes checkpoints on its event bus's pool threads, and the adapter reads
+    what had committed when the call returned (docs/frameworks/crewai.md, "Our choice"). Two
+    ways that is the framework's timing, which the fuzzer observes and reports, not this
+    machinery, and the test runs again on a fresh case (``FrameworkRace``): the pause's write
+    landed later (waiting for the bus, its public ``flush``, makes it appear), or CrewAI logged
+    that a checkpoint write of this case failed.  Otherwise fail, saying what the thread's
+    location holds."""
+    from adapters.crewai import store
+    from crewai.events.event_bus import crewai_event_bus
+
+    crewai_event_bus.flush()
+    failed = FAILED_WRITES[h.failed_writes:]
+    if failed:
+        raise FrameworkRace(f"CrewAI failed to write a checkpoint: {failed[0][:300]}")
+    info = h.case.side.get(thread) or {}
+    paused = []
+    where = info.get("location")  # none: the thread never started
+    for loc in store.list_checkpoints(h.case.workdir, where) if where else ():
+        try:
+            paused.append(store.paused_gate(store.read_checkpoint(h.case.workdir, loc)))
+        except Exception as exc:  # noqa: BLE001 - listed below as unreadable
+            paused.append(f"unreadable: {type(exc).__name__}")
+    if gate in paused:
+        raise FrameworkRace("the pause's checkpoint was written after kickoff returned")
+    raise AssertionError(f"no checkpoint at gate {gate} recorded for {thread} ({info!r}); "
+                         f"after flush() its location holds checkpoints paused at {paused!r}")
 
 
 def skip_if_framework_race(outcome) -> None:
