@@ -4,12 +4,10 @@ threads, so it runs in workers only).  Machinery only: no verdict about the fram
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 
 from adapters.protocol import CrashAt, Query, Race, Recover, Resume, Start, TwinRecover
-from llamaindex_testkit import WORKFLOW
+from llamaindex_testkit import WORKFLOW, collector_off
 
 runner = pytest.importorskip("fuzz.runner")
 pytestmark = pytest.mark.slow
@@ -17,23 +15,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def session(adapter, tmp_path, request):
-    # The collector is off in this process while a test's workers are forked from it, and so
-    # in them: a forked worker inherits this process's collection counters, so whatever ran
-    # before (the in-process tests) decides whether a collection lands while a server variant's
-    # run waits at a gate; LlamaIndex's server holds that run only weakly and loses it (its own
-    # defect, server-event/Stuck-bddff149f8ee, docs/frameworks/llamaindex.md), and the resume
-    # then waits out the op limit.  That is what hung the twin test below to 360 s in CI; with
-    # gc.set_threshold(1) here it hangs every time (server-wait and server-event; core-wait-step
-    # does not), with the collector off it takes 31 s.  These tests are about the machinery;
-    # the defect has its entry and its checked scripts.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    # The workers are forked with the collector off (``collector_off``): whatever ran before in
+    # this process (the in-process tests) otherwise decides whether a collection lands while a
+    # server variant's run waits at a gate, and the resume then waits out the op limit.  That is
+    # what hung the twin test below to 360 s in CI; with gc.set_threshold(1) here it hangs every
+    # time (server-wait and server-event; core-wait-step does not), with the collector off it
+    # takes 31 s.  These tests are about the machinery; the defect has its entry and scripts.
+    with collector_off():
         yield runner.Session(adapter, adapter.variant(request.param), tmp_path / "fuzz",
                              runner.Settings(op_timeout=120))
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def rows_of(case, seq):

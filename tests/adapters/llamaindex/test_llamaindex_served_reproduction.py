@@ -5,13 +5,14 @@ LlamaIndex gets right."""
 
 from __future__ import annotations
 
-import gc
 from dataclasses import replace
 from pathlib import Path
 
 from fuzz import reprocheck
 from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
 from fuzz.trace import load_trace
+
+from llamaindex_testkit import collector_off
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus" / "llamaindex"
 HARNESS = ("hooks", "CrashInjected", "_resumefuzz", "RunSlot", "_service", "HttpServerCase",
@@ -63,13 +64,8 @@ def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
     # docs/frameworks/llamaindex.md) and the resume waits out the variant's 120 s limit (121 s
     # in every CI run).  This test is about the script of what LlamaIndex gets right, so the
     # recording runs with the collector off; the script runs in fresh interpreters, with it on.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off():
         repro = reproduce(adapter, trace)
-    finally:
-        if was_enabled:
-            gc.enable()
     assert repro.checked and repro.reproduces == (0, 1), repro.outputs
     assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
     assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
