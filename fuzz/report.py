@@ -127,11 +127,12 @@ def _banners(trace: Trace, repro) -> list:
                    "script shows, or the script checks more than the harness: look before filing.")
     elif rate is not None and rate[0] == 0:
         out.append(f"**The reproduction script did NOT reproduce the defect** (exit 1 in 0 of "
-                   f"{rate[1]} fresh runs). `resumefuzz replay` still shows the divergence; the "
-                   "script misses something the harness does. Do not file it upstream as is.")
+                   f"{rate[1]} fresh runs{_tries(repro)}). `resumefuzz replay` still shows the "
+                   "divergence; the script misses something the harness does. Do not file it "
+                   "upstream as is.")
     elif rate is not None and rate[0] < rate[1]:
-        out.append(f"The reproduction script shows the defect in {rate[0]} of {rate[1]} runs "
-                   "(timing-dependent).")
+        out.append(f"The reproduction script shows the defect in {rate[0]} of {rate[1]} runs"
+                   f"{_tries(repro)} (timing-dependent).")
     elif rate is None:
         out.append("The reproduction script was not run (no `--verify`).")
     if f.rate and not f.never_reproduced:
@@ -140,6 +141,12 @@ def _banners(trace: Trace, repro) -> list:
     if trace.status and trace.status != "FAILED":
         out.append(f"The last recorded replay of this entry: **{trace.status}**.")
     return [f"> {b}" for b in out] + ([""] if out else [])
+
+
+def _tries(repro) -> str:
+    """How many times one run of a timing-dependent finding's script tries its scenario."""
+    attempts = getattr(repro, "attempts", 1)
+    return f", each trying its scenario up to {attempts} times" if attempts > 1 else ""
 
 
 def _note(f) -> list:
@@ -307,7 +314,8 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
     ]
     if repro is not None and repro.script:
         how = ("It exits 1 when the defect shows and 0 when it does not"
-               + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ".")
+               + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs{_tries(repro)}."
+                  if rate else ".")
                if repro.checked else "It prints what happens and asserts nothing.")
         uses = ("the framework's public API, the store's package and the standard library"
                 if store else "the framework's public API and the standard library")

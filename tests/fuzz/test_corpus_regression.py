@@ -298,6 +298,9 @@ def test_trials_follow_the_recorded_rate():
     assert trials_for({"k": 1, "n": 100}) == MAX_TRIALS
     for k, n in ((1, 2), (2, 3), (3, 5), (1, 5)):
         assert (1 - k / n) ** trials_for({"k": k, "n": n}) <= FALSE_ALARM
+    # The cap still sees a finding whose rate is 4.6 % (LangGraph's SIGKILL loss comes back in
+    # 7-11 % of replays, lower than the campaigns measured it) at the false-alarm rate.
+    assert (1 - 0.046) ** MAX_TRIALS <= FALSE_ALARM
 
 
 def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():

@@ -276,3 +276,31 @@ def test_an_unforced_race_that_never_records_as_it_ran_is_recorded_forced(monkey
     monkeypatch.setattr(reprocheck, "_record_once",
                         lambda session, tr: (seen.append(1), (("as it ran",), recorded))[1])
     assert reprocheck.record(adapter, variant, t) == ("as it ran",) and seen == [1]
+
+
+def test_a_timing_dependent_findings_script_runs_its_scenario_until_it_shows(tmp_path):
+    """A script that checks a timing-dependent defect once exits 0 in most runs (LangGraph's
+    SIGKILL loss: 0 of 10); ``repeated`` makes it run its scenario in fresh interpreters until
+    one shows the defect (exit 1), at most ``attempts_for(trace)`` times; a run that ends with
+    any other code (it broke) ends the script at once with that code."""
+    from fuzz.reprocheck import REPEAT_CAP, attempts_for, repeated, verify
+
+    counter = tmp_path / "runs"
+    script = (f'"""Shows on the third run."""\nimport pathlib, sys\n'
+              f'c = pathlib.Path({str(counter)!r})\n'
+              'n = int(c.read_text()) + 1 if c.exists() else 1\nc.write_text(str(n))\n'
+              'print("DEFECT SHOWS" if n == 3 else "no defect")\nsys.exit(1 if n == 3 else 0)\n')
+    assert repeated(script, 1, "") == script
+    assert verify(repeated(script, 5, "1/3"), 1)[0] == 1 and counter.read_text() == "3"
+    counter.unlink()
+    assert verify(repeated(script, 2, "1/3"), 1)[0] == 0 and counter.read_text() == "2"
+    counter.unlink()
+    broken = repeated(script.replace("sys.exit(1 if", "sys.exit(2 if"), 5, "1/3")
+    assert verify(broken, 1)[1][0].startswith("exit 2") and counter.read_text() == "3"
+    assert repeated(script, 5, "1/3").startswith('"""Shows on the third run."""\n# The defect')
+
+    def rated(k, n):
+        return trace().with_(finding=Finding("Replay", "EO", 0, "why", reproduced={"k": k, "n": n}))
+
+    assert attempts_for(trace()) == attempts_for(rated(5, 5)) == attempts_for(rated(0, 5)) == 1
+    assert attempts_for(rated(1, 2)) == 7 and attempts_for(rated(31, 305)) == REPEAT_CAP
