@@ -154,8 +154,8 @@ def evidence(trace, calls: tuple, caps=None, deviations=()) -> Evidence:
 
 # The most fresh runs a timing-dependent finding's script makes of its scenario (``repeated``):
 # LangGraph's SIGKILL loss came back in 10-13 % of the fuzzer's replays and shows in roughly
-# 4-8 % of its scripts' runs; 30 runs showed it in 7, 8 and 10 of 10 tries of its three scripts
-# (0, 1 and 3 of 10 running once).  Each run imports the framework again (1-3 s).
+# 3-8 % of its scripts' runs; up to 30 runs showed it in 20 of 30, 14 of 20 and 16 of 20 runs of
+# its three scripts (0, 1 and 3 of 10 running once).  Each run imports the framework again (1-3 s).
 REPEAT_CAP = 30
 ONE_RUN = "REPRO_ONE_RUN"  # set in the environment of each of those runs
 
