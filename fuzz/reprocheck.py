@@ -23,6 +23,7 @@ from pathlib import Path
 from adapters.protocol import Evidence, read_calls
 from refmodel import InvalidOperation, Race, World
 
+from .corpus import trials_for
 from .errors import EngineError
 from .judge import judge_step, model_for
 from .runner import Session, Settings
@@ -164,8 +165,6 @@ def attempts_for(trace) -> int:
     """How many runs of its scenario the script of ``trace``'s finding makes: 1, or for a
     finding that came back in k of n replays (0 < k < n), enough to show it with 99 %
     probability at that rate (``corpus.trials_for``), at most ``REPEAT_CAP``."""
-    from .corpus import trials_for
-
     rate = trace.finding.reproduced if trace.finding is not None else None
     if rate is None or not 0 < rate["k"] < rate["n"]:
         return 1
