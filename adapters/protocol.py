@@ -196,6 +196,12 @@ class Deviation:
     category: str
     citation: str
     scope: str
+    # Whose the excused divergence is (CONTRACT.md section 5, "Whose defect"): "framework", a
+    # weaker semantics the framework documents for its own store; "caller", state the
+    # framework's documentation puts in the caller's hands (AutoGen's ``save_state()`` dict,
+    # LlamaIndex's ``ctx.to_dict()``), where ``remedy`` says what the caller must add.
+    owner: str = "framework"
+    remedy: str = ""
     # Machine-readable limits of the weakening (empty: no limit).  ``ops``: names of the
     # operations whose divergence it explains; ``after_crash_kinds``: the thread's last crash
     # must be of one of these kinds (``"exception"``, ``"sigkill"``), e.g. a durability mode that
@@ -210,8 +216,18 @@ class Deviation:
     after_crash_kinds: frozenset = frozenset()
     rules: frozenset = frozenset()
     superseded: bool = False
+    # ``tamper_hows``: only on a thread whose last tamper was of one of these kinds (``"forged"``:
+    # a caller-owned dict forged by whoever can write the caller's store; an ``invalid`` one the
+    # framework's own validator should refuse stays a ✗).
+    tamper_hows: frozenset = frozenset()
 
     def __post_init__(self) -> None:
+        if self.owner not in DEVIATION_OWNERS:
+            raise ValueError(f"Deviation({self.category!r}).owner: {self.owner!r} is not one of "
+                             f"{DEVIATION_OWNERS}")
+        if self.owner == "caller" and not self.remedy:
+            raise ValueError(f"Deviation({self.category!r}): a caller-owned deviation says what "
+                             "the caller must add (remedy)")
         # Checked when the adapter builds it: a misspelt rule would cover nothing, and the
         # weakening would silently stop applying (a D turned into a ✗ nobody asked for).
         categories = {rule.name: rule.category for rule in _RULES}
@@ -223,15 +239,62 @@ class Deviation:
                 f"{sorted(n for n, c in categories.items() if c == self.category)})")
 
     def covers(self, category: str, op_name: str, crash_kind: str | None,
-               rule: str = "", superseded: bool = False) -> bool:
+               rule: str = "", superseded: bool = False, tamper_how: str | None = None) -> bool:
         """Does this weakening explain a ``category`` divergence of ``op_name``, named by the
         classification rule ``rule``, on a thread that is (``superseded``) or is not behind its
-        lineage?"""
+        lineage, and whose last tamper was ``tamper_how`` (``None``: never tampered)?"""
         return (category == self.category
                 and (not self.ops or op_name in self.ops)
                 and (not self.after_crash_kinds or crash_kind in self.after_crash_kinds)
                 and (not self.rules or rule in self.rules)
-                and (not self.superseded or superseded))
+                and (not self.superseded or superseded)
+                and (not self.tamper_hows or tamper_how in self.tamper_hows))
+
+
+#: Who a ``Deviation`` says owns the divergence it excuses.
+DEVIATION_OWNERS = ("framework", "caller")
+#: The properties a ``Promise`` may speak of (CONTRACT.md section 4).
+PROMISE_PROPERTIES = ("PC", "EO", "FD", "CV", "CO", "RD", "FI", "LV")
+
+
+@dataclass(frozen=True, slots=True)
+class Promise:
+    """What the framework itself promises about one property, in its own words.
+
+    A report's "What the documentation promises" quotes this, never our contract: a maintainer
+    reads a finding against their framework's words.  Either ``quote`` (verbatim) and ``source``
+    (a docs page, or ``package/module.py:LINE`` or a test's name, at the pinned release), or an
+    empty quote with ``why``: the framework promises nothing here, and why a user needs the
+    property all the same.  ``options`` narrows it to the variants whose ``Variant.options``
+    hold every one of these pairs (``{"durability": "exit"}``); empty: every variant.
+    ``categories`` narrows it to findings of these fault categories (``{"LostUpdate"}``: what a
+    framework says of a resume does not speak of k processes racing); empty: every category.
+    """
+
+    property: str
+    quote: str = ""
+    source: str = ""
+    why: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    categories: frozenset = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.property not in PROMISE_PROPERTIES:
+            raise ValueError(f"Promise.property: {self.property!r} is not one of "
+                             f"{PROMISE_PROPERTIES}")
+        if bool(self.quote) != bool(self.source):
+            raise ValueError(f"Promise({self.property!r}): a quote needs its source, a source "
+                             "its quote")
+        if not self.quote and not self.why:
+            raise ValueError(f"Promise({self.property!r}): promises nothing here, so say why "
+                             "a user needs the property (why)")
+
+    @property
+    def promised(self) -> bool:
+        return bool(self.quote)
+
+    def applies(self, variant: "Variant") -> bool:
+        return all(variant.options.get(k) == v for k, v in self.options.items())
 
 
 # =================================================================================================
@@ -447,6 +510,16 @@ class Adapter:
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
         return ()
+
+    #: What the framework promises (the adapter's ``promises.py``): see ``promises``.
+    PROMISES: Sequence[Promise] = ()
+
+    def promises(self, variant: Variant | None = None) -> Sequence[Promise]:
+        """What the framework promises, property by property, for ``variant`` (those of
+        ``PROMISES`` that ``Promise.applies`` to it; ``None``: every one, for the docs table).
+        Every property of ``PROMISE_PROPERTIES`` should have one: a report quotes it, or says
+        the framework promises nothing there."""
+        return tuple(p for p in self.PROMISES if variant is None or p.applies(variant))
 
     def open(self, variant: Variant, workflow: Workflow, workdir: Path) -> Case:
         """Open (or re-open, after a killed worker) the case whose store lives in ``workdir``."""
@@ -767,8 +840,10 @@ def copy_files(src: Path, dest: Path) -> None:
 
 
 __all__ = [
+    "DEVIATION_OWNERS",
     "OPERATIONS",
     "OPT_IN",
+    "PROMISE_PROPERTIES",
     "Adapter",
     "Capabilities",
     "Case",
@@ -781,6 +856,7 @@ __all__ = [
     "HarnessError",
     "Hooks",
     "Op",
+    "Promise",
     "Query",
     "Race",
     "Recover",

@@ -77,6 +77,9 @@ class Found:
     report: str
     reproduced: dict | None = None  # {"k", "n"}: came back in k of n replays; None: every time
     note: str = ""  # e.g. "shrink cut short (time limit): the best trace so far"
+    # Whose defect (docs/semantics.md, "Whose defect"): "framework", or "caller" for a D on
+    # state the framework leaves to the caller; a store's is told apart by the defect ledger.
+    owner: str = "framework"
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -401,7 +404,7 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
     found = Found(variant.name, trace.finding.category, trace.finding.property,
                   len(trace.operations), trace.finding.verdict,
                   "" if trace.finding.never_reproduced else str(path), str(report_file),
-                  reproduced=trace.finding.reproduced, note=note)
+                  reproduced=trace.finding.reproduced, note=note, owner=trace.finding.owner)
     if trace.finding.never_reproduced:
         result.flaky.append(f"{found.category}: never came back in {TRIALS} replays "
                             f"(not kept; report {report_file})")

@@ -22,6 +22,7 @@ from pathlib import Path
 from adapters.protocol import OPERATIONS, StoreFactoryError
 
 from .errors import Interrupted, ResumefuzzError, UsageError
+from .targets import FRAMEWORKS as FRAMEWORK_NAMES
 
 _STARTED = time.monotonic()  # --max-time counts from here: imports and preparation included
 
@@ -159,6 +160,11 @@ def _parser() -> argparse.ArgumentParser:
                         "(the most frequent among its trials, with its rate when not every trial "
                         "showed it): new finding, trace cut at that step, new file name; the old "
                         "entry and its report are removed (write the new report with `report`)")
+    p.add_argument("--retire", action="store_true",
+                   help="remove each entry (and its report) that has an operation its variant "
+                        "now declares n/a: it judged what the framework does not offer (no "
+                        "state schema to validate, no integrity protection, an idiom it lacks); "
+                        "the reason is printed; every other entry is left as it is")
     p.add_argument("--collect-garbage", action="store_true",
                    help="run a full garbage collection in the worker before each operation: a "
                         "finding that shows only when a collection comes at the wrong moment "
@@ -227,6 +233,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reports", default="shrink_reports", metavar="DIR")
     p.add_argument("--output", metavar="FILE", help="write here (links made relative to it)")
     p.set_defaults(func=_matrix)
+
+    p = sub.add_parser("defects", help="the defect ledger: distinct defects per framework")
+    p.add_argument("--framework", action="append", metavar="T",
+                   help="only this target (repeatable; default: every target in the corpus)")
+    p.add_argument("--json", action="store_true", help="print the ledger as JSON")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="default corpus/")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR",
+                   help="default shrink_reports/")
+    p.add_argument("--upstream", default="results/upstream.json", metavar="FILE",
+                   help="a maintainer's {defect id: link} (default results/upstream.json)")
+    p.add_argument("--output", metavar="FILE",
+                   help="write here (results/defects.md is the committed one)")
+    p.set_defaults(func=_defects)
+
+    p = sub.add_parser("promises", help="what a framework promises, property by property")
+    p.add_argument("framework", choices=sorted(FRAMEWORK_NAMES), help="the framework target")
+    p.add_argument("--format", choices=("text", "md", "json"), default="text",
+                   help="md: the table docs/frameworks/<fw>.md carries (default text)")
+    p.set_defaults(func=_promises)
 
     _add_report_command(sub)
     _add_dedupe_command(sub)
@@ -419,7 +444,7 @@ def _replay(args) -> int:
     _positive("--trials", args.trials, integer=True)
     _positive("--op-timeout", args.op_timeout)
     writes = [f for f, on in (("--mark-timing", args.mark_timing), ("--update", args.update),
-                              ("--relabel", args.relabel)) if on]
+                              ("--relabel", args.relabel), ("--retire", args.retire)) if on]
     if args.collect_garbage and writes:
         raise UsageError(f"--collect-garbage with {writes[0]}: what an entry records is of "
                          "replays as a campaign runs them, without the forced collections")
@@ -468,7 +493,23 @@ def _replay_all(args, paths, replayer, results) -> None:
                 _record_status(path, reaching)
         if args.relabel:
             _relabel(path, trials, result)
+        if args.retire and result.status == "ERROR" and result.na:
+            _retire(path, result)
         results.append(result)
+
+
+def _retire(path, result) -> None:
+    """``replay --retire``: remove an entry whose variant now declares one of its operations
+    n/a, and its report.  Recorded before the declaration, it accuses the framework of
+    breaking a mechanism it does not offer (CONTRACT §5: no mechanism, no ✗)."""
+    from . import report
+    from .trace import load_trace
+
+    trace = load_trace(path)
+    Path(path).unlink()
+    if trace.finding is not None:
+        report.report_path(trace).unlink(missing_ok=True)
+    result.detail += " => retired (entry and report removed)"
 
 
 def _relabel(path, trials, result) -> None:
@@ -958,6 +999,55 @@ def _matrix(args) -> int:
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(render(rows, args.format))
+    return 0
+
+
+# -- defects and promises -----------------------------------------------------------------------
+
+
+def _defects(args) -> int:
+    from adapters.protocol import atomic_write_text
+
+    from .defects import build, render_json, render_md
+    from .targets import known_targets
+
+    for name in args.framework or ():
+        if name not in known_targets():
+            raise UsageError(f"--framework {name!r}: not a target ({', '.join(known_targets())})")
+    if not Path(args.corpus).is_dir():
+        raise UsageError(f"--corpus {args.corpus}: not a directory")
+    defects = build(args.framework, Path(args.corpus), Path(args.reports), Path(args.upstream))
+    if args.json:
+        text = render_json(defects)
+    else:
+        base = Path(args.output).resolve().parent if args.output else None
+        text = render_md(defects, base)
+    if args.output:
+        atomic_write_text(Path(args.output), text)
+        print(f"wrote {args.output}: {len(defects)} defects")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _promises(args) -> int:
+    from .promises import missing, promises_for, render_md, sentence
+
+    table = promises_for(args.framework)
+    if args.format == "md":
+        sys.stdout.write(render_md(args.framework))
+    elif args.format == "json":
+        print(json.dumps([{"property": p.property, "quote": p.quote, "source": p.source,
+                           "why": p.why, "options": dict(p.options)} for p in table],
+                         indent=2, ensure_ascii=False))
+    else:
+        for p in table:
+            where = ", ".join(f"{k}={v}" for k, v in p.options.items())
+            print(f"{p.property}{f' [{where}]' if where else ''}: {sentence(p, args.framework)}")
+    gaps = missing(args.framework)
+    if gaps:
+        print(f"resumefuzz: {args.framework} declares no promise for {', '.join(gaps)}",
+              file=sys.stderr)
     return 0
 
 

@@ -75,7 +75,8 @@ def entry_from_failure(failure, target: str, variant: str, workflow, versions: d
     expected = tuple(allowed[0] for _, _, allowed in failure.history)
     divergence = failure.divergence
     finding = Finding(divergence.category, CATEGORY_INFO[divergence.category].breaks,
-                      len(ops) - 1, divergence.detail, failure.verdict, failure.citation)
+                      len(ops) - 1, divergence.detail, failure.verdict, failure.citation,
+                      owner=failure.owner)
     trace = Trace(workflow, ops, target, variant, observed, expected, finding, "FAILED",
                   {**tool_versions(), **versions})
     created = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()

@@ -196,12 +196,10 @@ def path_for(target: str, variant: str, root: Path = RESULTS_DIR) -> Path:
     return Path(root) / slug(target) / f"{slug(variant)}.json"
 
 
-def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
-    """Merge one variant's campaign result into its evidence file."""
-    path = path_for(adapter.name, variant.name, root)
-    old = load(path) if path.exists() else {}
+def capabilities_of(adapter, variant) -> dict:
+    """The evidence's ``capabilities`` map of ``variant`` as the adapter declares it now."""
     caps = adapter.capabilities(variant)
-    capabilities = {
+    return {
         "operations": sorted(op for op in OPERATIONS if caps.expresses(op)),
         "missing": sorted(op for op in OPERATIONS if not caps.expresses(op)),
         "crash_kinds": sorted(caps.crash_kinds),
@@ -212,6 +210,29 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "stale_handle": caps.stale_handle,
         "intents": dict(caps.intents),
     }
+
+
+def redeclared(doc: dict, adapter, variant) -> dict:
+    """``doc`` under the variant's capabilities as declared now, its counts of what the variant
+    no longer declares moved to ``withdrawn``, as the next campaign's ``record`` would: a
+    declaration made since (an n/a, CONTRACT §5 "no mechanism, no ✗") must not leave a ✓ that
+    stands on operations the project no longer judges."""
+    capabilities = capabilities_of(adapter, variant)
+    exercised, withdrawn = withdraw(doc.get("exercised") or {}, capabilities)
+    withdrawn = merge_exercised(doc.get("withdrawn"), withdrawn)
+    out = {**doc, "exercised": exercised, "capabilities": capabilities,
+           "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
+                          for d in adapter.deviations(variant)]}
+    if withdrawn:
+        out["withdrawn"] = withdrawn
+    return out
+
+
+def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
+    """Merge one variant's campaign result into its evidence file."""
+    path = path_for(adapter.name, variant.name, root)
+    old = load(path) if path.exists() else {}
+    capabilities = capabilities_of(adapter, variant)
     # Totals of what the variant no longer declares (a capability withdrawn since they were
     # counted) leave ``exercised`` for ``withdrawn``: kept, so the file says what was dropped
     # and why a count fell, but never behind a ✓.

@@ -16,13 +16,14 @@ class Failure(AssertionError):
     category = ""
 
     def __init__(self, message: str, *, history=(), divergence=None, verdict="✗", citation="",
-                 workflow=None):
+                 workflow=None, owner="framework"):
         super().__init__(message)
         self.workflow = workflow
         self.history = list(history)  # [(op, observed, allowed observations)]
         self.divergence = divergence
         self.verdict = verdict
         self.citation = citation
+        self.owner = owner  # CONTRACT §5 "Whose defect": "framework", or "caller" for a D
 
     @property
     def property(self) -> str:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from refmodel import Divergence, Model, Observation, Op, Workflow, World, classify
+from refmodel import (Divergence, Model, Observation, Op, Step, Workflow, World, classify,
+                      properties)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,9 @@ class Judgement:
     verdict: str | None  # None | "✗" | "D"
     citation: str
     world: World
+    # Whose the divergence is (CONTRACT §5, "Whose defect"): "framework" for a ✗ and for a D the
+    # framework documents; "caller" for a D on state the framework leaves in the caller's hands.
+    owner: str = "framework"
 
     @property
     def ok(self) -> bool:
@@ -53,6 +57,7 @@ class SeenDeviation:
     index: int
     divergence: Divergence
     citation: str
+    owner: str = "framework"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +73,7 @@ class TraceVerdict:
     divergence: Divergence | None
     verdict: str | None
     citation: str = ""
+    owner: str = "framework"
     observations: tuple = ()
     expected: tuple = ()  # tuple[tuple[Observation, ...], ...]
     deviations_seen: tuple = field(default=())  # tuple[SeenDeviation, ...]
@@ -119,6 +125,12 @@ def superseded(world: World, op: Op, history=()) -> bool:
     return any(i > mine for n, i in last.items() if n != op.thread)
 
 
+def last_tamper(op: Op, history=()) -> str | None:
+    """How ``op``'s thread was last tampered with (``"forged"``, ...), or ``None``."""
+    return next((done.how for done, _o, _a in reversed(history)
+                 if done.name == "tamper" and done.thread == op.thread), None)
+
+
 def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=None,
                deviations=(), history=()) -> Judgement:
     """Judge one observed step (raises ``refmodel.InvalidOperation`` if ``op`` is not enabled)."""
@@ -130,20 +142,52 @@ def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=N
         return Judgement(allowed, None, None, "", after)
     kind = crash_kind_of(world, op, observed)
     behind = superseded(world, op, history)
+    how = last_tamper(op, history)
     deviation = next((d for d in deviations
-                      if d.covers(divergence.category, op.name, kind, divergence.rule, behind)),
-                     None)
+                      if d.covers(divergence.category, op.name, kind, divergence.rule, behind,
+                                  how)), None)
     if deviation is None:
         return Judgement(allowed, divergence, "✗", "", alternatives[0][1])
     return Judgement(allowed, divergence, "D", deviation.citation,
-                     model.adopt(world, op, observed))
+                     model.adopt(world, op, observed), deviation.owner)
+
+
+#: The properties whose later violation a D can hide (CONTRACT §5: "A D excuses the divergence
+#: it cites, not its consequences").  After a D the model adopts the target's branch, so an
+#: effect that fires again because a documented-lossy checkpoint was lost is allowed *there*;
+#: the model-free predicates (``refmodel.properties``), which count every effect the run fired,
+#: still see it.  Only EO and CO: they count effects, which no adoption rewrites.
+CONSEQUENCES = ("EO", "CO")
+
+
+def consequence(workflow: Workflow, op: Op, history, excusing: Judgement, world: World,
+                tamper_scope: str = "thread") -> Judgement | None:
+    """The D a step allowed by the model still owes after an earlier D (``excusing``): the first
+    violation of a property of ``CONSEQUENCES`` that ``history`` (every step so far, this one
+    last) shows at its last step, excused by the same citation, or ``None``.  ``world``: the
+    world after the step (the judgement's, unchanged)."""
+    steps = [Step(o, observed, allowed) for o, observed, allowed in history]
+    last = len(steps) - 1
+    for prop in CONSEQUENCES:
+        if properties.PROPERTIES[prop](workflow, steps, tamper_scope) != last:
+            continue
+        if prop == "EO":
+            category = "Replay" if op.name in ("recover", "twin_recover") else "PrefixReplay"
+        else:
+            category = "LostUpdate" if op.name == "race" else "DoubleConsume"
+        cause = excusing.divergence
+        detail = (f"{prop} broken: an effect fired again after the documented deviation "
+                  f"({cause.category}: {cause.detail}); excused by the same citation")
+        return Judgement(steps[last].allowed, Divergence(category, detail, "consequence"), "D",
+                         excusing.citation, world, excusing.owner)
+    return None
 
 
 def judge_trace(runner_factory, workflow: Workflow, ops, caps=None, deviations=(), *,
                 mutant: str | None = None) -> TraceVerdict:
     """Apply ``ops`` on a fresh runner and judge each step; stop at the first ✗."""
     model = model_for(workflow, caps, mutant)
-    world, history, seen = World(), [], []
+    world, history, seen, excusing = World(), [], [], None
     runner = runner_factory(workflow)
     try:
         for i, op in enumerate(ops):
@@ -152,22 +196,33 @@ def judge_trace(runner_factory, workflow: Workflow, ops, caps=None, deviations=(
             history.append((op, observed, judgement.allowed))
             if judgement.verdict == "✗":
                 return _verdict(i, judgement.divergence, "✗", "", history, seen)
-            if judgement.verdict == "D":
-                seen.append(SeenDeviation(i, judgement.divergence, judgement.citation))
             world = judgement.world
+            if judgement.verdict is None and excusing is not None:
+                judgement = consequence(workflow, op, history, excusing, world,
+                                        getattr(caps, "tamper_scope", "thread")) or judgement
+            if judgement.verdict == "D":
+                excusing = excusing or judgement
+                seen.append(SeenDeviation(i, judgement.divergence, judgement.citation,
+                                          judgement.owner))
     finally:
         runner.close()
     if seen:
-        return _verdict(seen[0].index, seen[0].divergence, "D", seen[0].citation, history, seen)
+        # A consequence (an effect fired again after the D) is the one to report: it is what a
+        # user pays for the weakening.  Otherwise the first D.
+        first = next((d for d in seen if d.divergence.rule == "consequence"), seen[0])
+        return _verdict(first.index, first.divergence, "D", first.citation, history, seen,
+                        first.owner)
     return _verdict(None, None, None, "", history, seen)
 
 
-def _verdict(index, divergence, verdict, citation, history, seen) -> TraceVerdict:
+def _verdict(index, divergence, verdict, citation, history, seen,
+             owner="framework") -> TraceVerdict:
     return TraceVerdict(
         first_divergence_index=index, divergence=divergence, verdict=verdict, citation=citation,
+        owner=owner,
         observations=tuple(o for _, o, _ in history), expected=tuple(a for _, _, a in history),
         deviations_seen=tuple(seen))
 
 
-__all__ = ["Judgement", "SeenDeviation", "TraceVerdict", "crash_kind_of", "judge_step",
-           "judge_trace", "model_for"]
+__all__ = ["CONSEQUENCES", "Judgement", "SeenDeviation", "TraceVerdict", "consequence",
+           "crash_kind_of", "judge_step", "judge_trace", "model_for"]

@@ -40,7 +40,7 @@ from refmodel import (
 )
 
 from .failures import FAILURES
-from .judge import judge_step, model_for
+from .judge import consequence, judge_step, model_for
 from .runner import Session
 
 VALUES = ("a", "b", "c")
@@ -108,6 +108,7 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             self.world = World()
             self.history = []
             self.deviations_seen = []  # [(step, Judgement)] of the D's met, in order
+            self.excusing = None  # the first D met (suppressed or not): its consequences owe a D
             self.failed = False
             self.runner = session.case(self.workflow)
             notify("example")
@@ -118,8 +119,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                 runner.close()
             seen = getattr(self, "deviations_seen", None)
             if seen and not self.failed:
-                # Only documented deviations in this example: it is a D finding (the first).
-                step, judgement = seen[0]
+                # Only documented deviations in this example: it is a D finding, the first
+                # consequence (an effect fired again after a D: what the weakening costs) if
+                # there is one, else the first D.
+                step, judgement = next(((i, j) for i, j in seen
+                                        if j.divergence.rule == "consequence"), seen[0])
                 self._fail(step, self.history[step - 1][0], judgement)
 
         # -- drawing --------------------------------------------------------------------------
@@ -253,6 +257,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                                    self.history)
             expected = list(judgement.allowed)
             self.history.append((op, observed, judgement.allowed))
+            if judgement.verdict == "D" and self.excusing is None:
+                self.excusing = judgement
+            elif judgement.verdict is None and self.excusing is not None:
+                judgement = consequence(self.workflow, op, self.history, self.excusing,
+                                        judgement.world, caps.tamper_scope) or judgement
             notify("op", op=op, observed=observed, world=world, allowed=expected)
             divergence = judgement.divergence
             if divergence is not None and divergence.category in suppress:
@@ -279,7 +288,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             fields = dict(history=self.history[:step] if judgement.verdict == "D" else self.history,
                           divergence=divergence, workflow=self.workflow)
             if judgement.verdict == "D":
-                raise cls(message, verdict="D", citation=judgement.citation, **fields)
+                raise cls(message, verdict="D", citation=judgement.citation,
+                          owner=judgement.owner, **fields)
             raise cls(message, verdict="✗", citation="", **fields)
 
     DifferentialMachine.__name__ = f"Differential_{session.adapter.name}_{session.variant.name}"

@@ -27,11 +27,11 @@ from pathlib import Path
 
 from refmodel import CATEGORY_INFO
 
-from . import evidence
+from . import defects, evidence
 from .corpus import CORPUS_DIR, entries, slug
 from .errors import ResumefuzzError
 from .report import REPORTS_DIR, report_path
-from .trace import load_trace
+from .trace import detours, load_trace
 
 PROPERTIES = ("PC", "EO", "FD", "CV", "CO", "RD", "FI", "LV")
 
@@ -49,7 +49,8 @@ PROPERTY_NAMES = {
 VERDICTS = {
     "✗": "defect: a corpus entry breaking the property still fails (links to its shrink report; "
          "(k/n): it came back in k of n replays)",
-    "D": "documented deviation: it fails only as a weaker semantics the framework documents",
+    "D": "documented deviation: it fails only as a weaker semantics the framework documents, or "
+         "on state its documentation leaves to the caller (never ✓: what a D excuses is recorded)",
     "✓": f"searched, nothing found, and at least {evidence.MIN_EXERCISED} operations that could "
          "have broken it ran",
     "?": f"unknown: not searched, or fewer than {evidence.MIN_EXERCISED} operations that could "
@@ -131,6 +132,7 @@ def build(targets: list[str] | None = None, results_dir: Path = evidence.RESULTS
         if trace.finding.never_reproduced:  # 0/n: not a finding (and not kept by a campaign)
             continue
         findings.setdefault((trace.target, trace.variant), []).append((path, trace))
+    ledger = defects.index(defects.build(targets, corpus_dir, reports_dir))
     keys = sorted(set(docs) | set(findings))
     if targets:
         keys = [k for k in keys if k[0] in targets]
@@ -138,11 +140,11 @@ def build(targets: list[str] | None = None, results_dir: Path = evidence.RESULTS
     for key in keys:
         doc = docs.get(key)
         caps = doc["capabilities"] if doc else None
-        rows.append(_row(key, doc, caps, findings.get(key, []), now, reports_dir))
+        rows.append(_row(key, doc, caps, findings.get(key, []), now, reports_dir, ledger))
     return rows
 
 
-def _row(key, doc, caps, found, now, reports_dir) -> Row:
+def _row(key, doc, caps, found, now, reports_dir, ledger=None) -> Row:
     target, variant = key
     cells, other = {}, []
     by_prop: dict = {}
@@ -154,6 +156,9 @@ def _row(key, doc, caps, found, now, reports_dir) -> Row:
         by_prop.setdefault(CATEGORY_INFO[category].breaks, []).append(trace)
     for prop in PROPERTIES:
         cells[prop] = _cell(prop, doc, caps, by_prop.get(prop, []), now, reports_dir)
+        witness = cells[prop].detail.get("fingerprint")
+        if witness and ledger:
+            cells[prop].detail["defect"] = ledger.get((target, variant, witness), "")
     return Row(target, variant, dict(doc["options"]) if doc else {}, cells, other,
                _age(doc["updated"], now) if doc else None)
 
@@ -164,10 +169,12 @@ def tamper_before_divergence(trace) -> bool:
 
 def _witness(prop: str, traces: list):
     """The trace that shows ``prop`` most directly: for the properties in ``UNTAMPERED``, one
-    without a tamper before its divergence; then one that reproduces every time over a flaky
-    one; then the shortest; the fingerprint breaks ties, so the choice is stable."""
+    without a tamper before its divergence; then the fewest detours (``detours``: witnesses a
+    maintainer cannot dismiss first); then one that reproduces every time over a flaky one;
+    then the shortest; the fingerprint breaks ties, so the choice is stable."""
     return min(traces, key=lambda t: (
         prop in UNTAMPERED and tamper_before_divergence(t),
+        detours(t),
         bool(t.finding.rate) or t.finding.unmeasured,
         len(t.operations),
         t.fingerprint,
@@ -184,7 +191,8 @@ def _finding_cell(verdict, prop, traces, now, reports_dir) -> Cell:
         text += "; every witness has a tamper before the divergence"
     if len(traces) > 1:
         text += f"; {len(traces)} entries"
-    detail = {"category": f.category, "entries": len(traces)}
+    detail = {"category": f.category, "entries": len(traces), "fingerprint": t.fingerprint,
+              "owner": f.owner}
     if verdict == "D":
         text += f"; {f.citation}"
         detail["citation"] = f.citation
@@ -310,7 +318,11 @@ def render_md(rows: list[Row]) -> str:
         for prop in PROPERTIES:
             c = row.cells[prop]
             body = f"[{c.label}]({c.link})" if c.link else c.label
-            note = " ".join(x for x in (c.short if c.verdict != "n/a" else "",
+            defect = c.detail.get("defect")
+            ledger = f"[{defect}](defects.md#{defect.lower()})" if defect else ""
+            owner = c.detail.get("owner", "framework")
+            ledger += f" ({owner}'s)" if defect and owner != "framework" else ""
+            note = " ".join(x for x in (c.short if c.verdict != "n/a" else "", ledger,
                                         _stale(c.age_days)) if x)
             cells.append(f"{body} <sub>{note}</sub>" if note else body)
             if c.verdict == "D":
@@ -388,6 +400,9 @@ def _html_cell(c: Cell) -> str:
     more = _e(full)
     if c.link:
         more += f' <a href="{_e(c.link)}">shrink report</a>'
+    defect = c.detail.get("defect")
+    if defect:  # the ledger sits beside the page (results/defects.md)
+        more += f' <a href="defects.md#{_e(defect.lower())}">defect {_e(defect)}</a>'
     short = _e(c.short) if c.verdict != "n/a" else ""
     return (f'<td class="{_CLASS[c.verdict]}" data-verdict="{_e(c.verdict)}" title="{_e(full)}">'
             f'<details><summary><span class="v">{_e(c.label)}</span> <span class="s">{short}'

@@ -107,7 +107,7 @@ def _judge(session, candidate: Trace) -> Judgement | None:
         return None
     i, divergence = verdict.first_divergence_index, verdict.divergence
     finding = Finding(divergence.category, divergence.property, i, divergence.detail,
-                      verdict.verdict, verdict.citation)
+                      verdict.verdict, verdict.citation, owner=verdict.owner)
     judged = candidate.with_(operations=candidate.operations[:i + 1],
                              observations=tuple(verdict.observations[:i + 1]),
                              expected=tuple(allowed[0] for allowed in verdict.expected[:i + 1]),

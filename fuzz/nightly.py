@@ -15,7 +15,8 @@
 3. Redundant entries are removed with their reports (``corpus.duplicates``: one failing entry
    per variant, category, verdict and mechanism), so that nightly campaigns that find a known
    defect again do not pile up entries that CI replays and maintainers read for nothing.
-4. The matrix is rendered (Markdown and HTML) from the evidence and the corpus.
+4. The matrix is rendered (Markdown and HTML) from the evidence and the corpus, and the defect
+   ledger (``results/defects.md``) beside it.
 
 Targets that are not installed here are reported, counted, and skipped: the nightly workflow
 runs one job per framework, each in its own environment.
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import multiprocess
 
-from . import corpus, evidence, matrix
+from . import corpus, defects, evidence, matrix
 from .campaign import CampaignOptions, fuzz_variant
 from .errors import TargetUnavailable
 from .internal import lifetime
@@ -103,6 +104,12 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
         out = base.with_suffix("." + fmt)
         atomic_write_text(out, matrix.render(rows, fmt))
         summary.matrix.append(str(out))
+    # The defect ledger beside the matrix, whose cells link to it (``defects.md#<id>``).
+    ledger = base.parent / "defects.md"
+    found = defects.build(None, options.corpus_dir, options.reports_dir,
+                          Path(options.results_dir) / "upstream.json")
+    atomic_write_text(ledger, defects.render_md(found, base.parent))
+    summary.matrix.append(str(ledger))
     summary.seconds = round(time.monotonic() - started, 2)
     return summary
 

@@ -54,6 +54,10 @@ class ReplayResult:
     # replay that diverged before the recorded step never reached the recorded finding.
     step: int | None = None
     rates: dict = field(default_factory=dict)  # status -> trials with it (``summarize``)
+    # ERROR because an operation of the entry is one the variant now declares n/a: the reason
+    # (``Capabilities.not_expressible``).  Such an entry judges what the framework does not
+    # offer; ``replay --retire`` removes it.
+    na: str = ""
     # The whole judgement of this replay (``judge.TraceVerdict``; None when it could not run):
     # what ``relabelled`` rewrites a CHANGED entry from.  Not part of the JSON output.
     judged: object = field(default=None, repr=False, compare=False)
@@ -125,7 +129,8 @@ class Replayer:
             why = inexpressible(op, caps)
             if why:
                 return ReplayResult(str(path), "ERROR", recorded, None,
-                                    f"step {i + 1} ({op.name}) is n/a on this variant: {why}")
+                                    f"step {i + 1} ({op.name}) is n/a on this variant: {why}",
+                                    na=why)
         verdict = judge_trace(session.case, trace.workflow, trace.operations,
                               caps, list(adapter.deviations(variant)))
         divergence = verdict.divergence
@@ -168,7 +173,7 @@ def relabelled(trace, trials: list[ReplayResult]):
     judged = next(t for t in changed if t.category == category).judged
     i, k, n = judged.first_divergence_index, counts[category], len(trials)
     finding = Finding(category, CATEGORY_INFO[category].breaks, i, judged.divergence.detail,
-                      judged.verdict, judged.citation,
+                      judged.verdict, judged.citation, owner=judged.owner,
                       reproduced=None if k == n else {"k": k, "n": n})
     new = trace.with_(operations=tuple(trace.operations[: i + 1]),
                       observations=tuple(judged.observations[: i + 1]),
@@ -183,14 +188,15 @@ def with_verdict(trace, trials):
     documented deviation declared or narrowed since the entry was recorded turns its ✗ into a D,
     or its D into a ✗: ``replay --update`` and the nightly run record it, as they record the
     status (three entries kept a stale ✗ until 2026-12-05)."""
-    judged = {(t.verdict, t.judged.citation if t.judged is not None else "")
-              for t in trials if t.status == "FAILED"}
+    judged = {(t.verdict, t.judged.citation, t.judged.owner) if t.judged is not None
+              else (t.verdict, "", "framework") for t in trials if t.status == "FAILED"}
     if (trace.status or "FAILED") != "FAILED" or trace.finding is None or len(judged) != 1:
         return trace
-    ((verdict, citation),) = judged
-    if verdict is None or (verdict, citation) == (trace.finding.verdict, trace.finding.citation):
+    ((verdict, citation, owner),) = judged
+    f = trace.finding
+    if verdict is None or (verdict, citation, owner) == (f.verdict, f.citation, f.owner):
         return trace
-    return trace.with_(finding=replace(trace.finding, verdict=verdict, citation=citation))
+    return trace.with_(finding=replace(f, verdict=verdict, citation=citation, owner=owner))
 
 
 def updated(trace, trials):

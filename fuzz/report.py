@@ -21,6 +21,7 @@ from adapters.protocol import atomic_write_text
 from refmodel import CATEGORY_INFO
 
 from .corpus import slug
+from .promises import promise_for, remedy_for, sentence
 from .trace import Trace
 
 REPORTS_DIR = Path("shrink_reports")
@@ -178,7 +179,10 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         repro = Reproduction(script=repro, checked=False)
     f = trace.finding
     info = CATEGORY_INFO[f.category]
-    verdict = "documented deviation (D)" if f.verdict == "D" else "defect (✗)"
+    verdict = {("D", "caller"): "caller-owned deviation (D): the state is in the caller's hands",
+               ("D", "framework"): "documented deviation (D)",
+               ("✗", "store"): "defect (✗) of the store under test"}.get(
+                   (f.verdict, f.owner), "defect (✗)")
     if unfileable(trace) is not None:
         verdict += ", as recorded (nothing to file now: see the end)"
     semantics = _semantics_link(path)
@@ -240,6 +244,10 @@ def unfileable(trace: Trace) -> str | None:
     our judge no longer calls it a defect), or diverges in another category (``CHANGED``: what
     it shows now is not what the report says), or a divergence that never came back."""
     f = trace.finding
+    if f.verdict == "D" and f.owner == "caller":
+        return ("the state is the caller's: the framework's documentation puts it in the caller's "
+                "hands (the citation above), so what the caller must add is below, and the "
+                "framework's maintainers owe nothing here")
     if f.never_reproduced:
         return (f"it never came back: 0 of {f.reproduced['n']} replays right after the campaign "
                 "reproduced it, so a maintainer could not see it either")
@@ -256,7 +264,18 @@ def unfileable(trace: Trace) -> str | None:
 def _nothing_to_file(trace: Trace, repro) -> list:
     out = ["## Upstream issue: nothing to file", "",
            f"This report is a record, not a bug report: {unfileable(trace)}."]
-    if repro is not None and repro.script and repro.checked:
+    f = trace.finding
+    remedy = remedy_for(trace.target, trace.variant, f.citation) if f.verdict == "D" else ""
+    if remedy:
+        out += ["", f"**What the caller must add**: {remedy}"]
+    if repro is not None and repro.script and repro.checked and f.owner == "caller":
+        rate = repro.reproduces
+        shown = f" It exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ""
+        out += ["", f"**What the caller's state allows** ({repro.lines} lines, the framework's "
+                "public API as the documentation has the caller use it): it exits 1 when it "
+                f"happens and 0 when it does not.{shown}", "", "```python",
+                repro.script.rstrip(), "```"]
+    elif repro is not None and repro.script and repro.checked:
         # A checked script of a FIXED entry exits 0 now: kept as the regression check it is.
         rate = repro.reproduces
         shown = (f" Yet it exited 1 in {rate[0]} of {rate[1]} fresh runs: the script and the "
@@ -294,11 +313,15 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
                      if k not in ("resumefuzz", "hypothesis"))
     allowed = (" or ".join(dict.fromkeys(o.outcome for o in allowed_here)) if allowed_here
                else "see the trace")
-    promise = f.citation or (
-        f"the resume contract's property {f.property}: {PROMISES[f.property]}"
-        if f.property in PROMISES else
-        f"the resume contract allows, at this step, only: {allowed} (every allowed outcome is "
-        "in the trace above); this divergence fits none of the named fault categories")
+    if f.category == "Unclassified":
+        promise = (f"the resume contract allows, at this step, only: {allowed} (every allowed "
+                   "outcome is in the trace above); this divergence fits none of the named fault "
+                   "categories")
+    elif _selftest(trace):
+        promise = f"the resume contract's property {f.property}: {PROMISES[f.property]}"
+    else:  # the framework's own words, never our contract (CONTRACT §5, "Whose defect")
+        promise = sentence(promise_for(trace.target, trace.variant, f.property, f.category), trace.target)
+    remedy = remedy_for(trace.target, trace.variant, f.citation) if f.verdict == "D" else ""
     out = [
         "## Upstream issue (ready to paste)",
         "",
@@ -311,6 +334,8 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
         "",
         "**What the documentation promises**: " + promise,
         "",
+        *([f"**Why this is a D, not a ✗**: {f.citation}", ""] if f.verdict == "D" else []),
+        *([f"**What the caller must add**: {remedy}", ""] if remedy else []),
     ]
     if repro is not None and repro.script:
         how = ("It exits 1 when the defect shows and 0 when it does not"

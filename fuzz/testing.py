@@ -90,20 +90,20 @@ def allowed_resume_trace(trace):
 
 
 def defect_entries(corpus: Path, op: str) -> list[Path]:
-    """The entries under ``corpus`` recorded FAILED with a defect (✗, not a documented
-    deviation) whose finding is at an ``op`` operation, by path: the reproduction tests of
-    every adapter pick their witness of a kind of operation here, not by fingerprint (the
-    minimizer may rewrite entries)."""
+    """The entries under ``corpus`` recorded FAILED whose finding is at an ``op`` operation,
+    ✗ first, then D (a documented or caller-owned deviation still diverges, and its script
+    exits 1 when it shows), by path: the reproduction tests of every adapter pick their witness
+    of a kind of operation here, not by fingerprint (the minimizer may rewrite entries, and a
+    verdict moves between ✗ and D as deviations are declared)."""
     from .trace import load_trace
 
     out = []
     for path in sorted(Path(corpus).rglob("*.json")):
         trace = load_trace(path)
         if (trace.status == "FAILED" and trace.finding is not None
-                and trace.finding.verdict == "✗"
                 and trace.operations[trace.finding.step].name == op):
-            out.append(path)
-    return out
+            out.append((trace.finding.verdict != "✗", path))
+    return [path for _, path in sorted(out)]
 
 
 # Our vocabulary, which a reproduction script must not carry below its docstring: thread ids,

@@ -67,10 +67,14 @@ class Finding:
     # A maintainer's note shown at the top of the report: for an entry kept Unclassified, why no
     # category fits (issue 12: every Unclassified entry says so).  Dropped by a relabel.
     note: str = ""
+    # Whose defect (CONTRACT.md §5): "framework", "caller" (a D on caller-owned state) or
+    # "store" (a third-party store's own, set where the framework's built-in store was judged
+    # apart from it).  Entries written before the field read "framework".
+    owner: str = "framework"
 
     def to_json(self) -> dict:
         doc = {"category": self.category, "property": self.property, "step": self.step,
-               "detail": self.detail, "verdict": self.verdict}
+               "detail": self.detail, "verdict": self.verdict, "owner": self.owner}
         if self.citation:
             doc["citation"] = self.citation
         if self.reproduced is not None:
@@ -237,3 +241,19 @@ def _error_order(error) -> tuple:
 def _short(message: str) -> str:
     message = " ".join(message.split())
     return message if len(message) <= 160 else message[:157] + "..."
+
+
+def detours(trace) -> int:
+    """Steps a maintainer could dismiss the witness by: a bad output on the way to a finding of
+    another category (the divergence may be the bad value's doing), and a recovery of a run that
+    had already finished (nothing was there to recover)."""
+    f, last, count = trace.finding, {}, 0
+    for i, op in enumerate(trace.operations[: f.step + 1]):
+        if getattr(op, "bad_output", None) is not None and f.category != "InvalidPersist":
+            count += 1
+        if op.name in ("recover", "twin_recover") and last.get(op.thread) == "completed":
+            count += 1
+        state = trace.observations[i].state if i < len(trace.observations) else None
+        if state is not None:
+            last[op.thread if op.name != "fork" else op.new_thread] = state.status
+    return count

@@ -55,16 +55,28 @@ def test_a_documented_deviation_does_not_end_the_search():
     verdict = judge_trace(lambda wf: runner, WF, OPS, Capabilities(), [LAGGING])
     assert verdict.verdict == "✗" and verdict.divergence.category == "PrefixReplay"
     assert verdict.first_divergence_index == 2
+    # The recovery's second e_2 is the D's consequence (EO), excused by the same citation.
     assert [(d.index, d.divergence.category) for d in verdict.deviations_seen] == [
-        (0, "StateMismatch")]
+        (0, "StateMismatch"), (1, "Replay")]
     assert runner.closed and len(verdict.observations) == 3
 
 
 def test_the_adopted_branch_is_the_frameworks_and_a_d_alone_is_the_verdict():
-    verdict = judge_trace(lambda wf: Scripted(SCRIPT[:2]), WF, OPS[:2], Capabilities(), [LAGGING])
-    # Without adopting the lagging state, the recovery's task 2 would be a Replay ✗.
+    verdict = judge_trace(lambda wf: Scripted(SCRIPT[:1]), WF, OPS[:1], Capabilities(), [LAGGING])
     assert verdict.verdict == "D" and verdict.divergence.category == "StateMismatch"
     assert verdict.first_divergence_index == 0 and verdict.citation == LAGGING.citation
+
+
+def test_a_d_excuses_its_consequence_but_records_it():
+    # CONTRACT §5: after the lagging checkpoint (a D), recovery re-runs task 2, whose effect
+    # fires a second time.  The adopted branch allows it, so the model alone would read EO ✓;
+    # the verdict is a D on EO (Replay) with the same citation, and it is the one reported.
+    verdict = judge_trace(lambda wf: Scripted(SCRIPT[:2]), WF, OPS[:2], Capabilities(), [LAGGING])
+    assert verdict.verdict == "D" and verdict.divergence.category == "Replay"
+    assert verdict.divergence.property == "EO" and verdict.divergence.rule == "consequence"
+    assert verdict.first_divergence_index == 1 and verdict.citation == LAGGING.citation
+    # Without the deviation the same history is a ✗ at its first step (the next test): a
+    # consequence is owed only after a D.
 
 
 def test_without_the_deviation_the_first_divergence_is_a_defect():

@@ -54,3 +54,31 @@ def test_a_forced_race_is_refused_where_the_store_cannot_hold_its_racers():
     assert inexpressible(forced, caps) is None
     assert "forced_race=False" in inexpressible(forced, replace(caps, forced_race=False))
     assert inexpressible(replace(forced, forced=False), replace(caps, forced_race=False)) is None
+
+
+def test_retire_removes_an_na_entry_and_its_report_and_nothing_else(tmp_path, monkeypatch):
+    # `replay --retire`: an entry recorded before the n/a declaration accuses the framework of
+    # breaking what it does not offer; it goes, with its report.  An expressible one stays.
+    import fuzz.replay
+    from fuzz.cli import main
+    from fuzz.report import report_path
+    from fuzz.trace import Finding, dump_trace
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fuzz.replay, "resolve_registered", lambda name: NoForkReference())
+    finding = Finding("ForkIgnore", "FD", 1, "fork with 'a' at gate 1 never consumed it")
+    na = trace().with_(finding=finding, status="FAILED", fingerprint="aa11")
+    kept = Trace(Workflow(n=1, gates=(1,), values=("a", "b")), (Start("t0"),),
+                 finding=Finding("Replay", "EO", 0, "x"), status="FAILED", fingerprint="bb22")
+    paths = []
+    for t in (na, kept):
+        path = tmp_path / "corpus" / "reference" / "default" / f"{t.finding.category}-{t.fingerprint}.json"
+        dump_trace(t, path)
+        report = report_path(t)
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text("report")
+        paths.append((path, report))
+    main(["replay", "--retire", str(tmp_path / "corpus")])
+    (na_path, na_report), (kept_path, kept_report) = paths
+    assert not na_path.exists() and not na_report.exists()
+    assert kept_path.exists() and kept_report.exists()
