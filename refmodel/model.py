@@ -184,8 +184,13 @@ class Model:
             return [self._refused(world, op.thread)]
         pending = thread.durable.pending
         if pending is not None and op.gate in (None, pending):
-            return self._or_refused(thread, world,
-                                    self._run(world, op.thread, thread, op, answer=op.value))
+            alternatives = self._run(world, op.thread, thread, op, answer=op.value)
+            if thread.kept is not None and thread.kept != op.value:
+                # Section 3: after a crash while consuming, the framework may keep the answer
+                # it was given and finish the gate once with it, whichever call continues the
+                # run (LangGraph replays the resume value it had written before the crash).
+                alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
+            return self._or_refused(thread, world, alternatives)
         if self.mutant == "DoubleConsume":
             gates = [t for t in thread.durable.done if t in self.workflow.gates]
             if gates:
@@ -237,6 +242,15 @@ class Model:
                 died = replace(thread, crash_kind=crash.kind)
                 alternatives.append((Observation("crashed", (), thread.durable.view(self.workflow)),
                                      world.put(op.thread, died)))
+                # The crash leaves a state whose next task is a gate: section 3's label freedom
+                # holds here as after any such crash ("incomplete, nothing pending, the gate
+                # will be asked again").  Without it LangGraph's graph API, which clears the
+                # interrupt when the gate is entered again, read as a PC defect.
+                unasked = _gate_label_choice(self.workflow, thread.durable)
+                if unasked is not None:
+                    alternatives.append((
+                        Observation("crashed", (), unasked.view(self.workflow)),
+                        world.put(op.thread, replace(died, durable=unasked))))
             if thread.kept is not None:
                 alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
         return self._or_refused(thread, world, alternatives)

@@ -539,3 +539,19 @@ def test_asking_again_with_the_finished_run_kept_is_not_that_rule():
     kept = Observation("interrupted", (), view(ONE_GATE, (1,), {1: "a"}))
     divergence = judge(model, world, Resume("t0", value="a"), kept, history)
     assert divergence.rule != "completed-work-lost"
+
+
+# -- a crash as recovery enters a pending gate again (issue 41) ----------------------------------
+
+
+def test_a_crash_entering_the_pending_gate_on_recover_may_leave_nothing_pending():
+    # LangGraph's graph API clears the interrupt as the gate node starts again: after a SIGKILL
+    # there, the thread reads "incomplete, nothing pending".  CONTRACT §3 allows that label after
+    # any crash whose next task is a gate; the same label after task 1 completed is not allowed.
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])
+    recover = Recover("t0", crash=CrashAt(2, "before_effect", "sigkill"))
+    unasked = Observation("crashed", (), view(GATE2, [1]))
+    assert judge(model, world, recover, unasked, history) is None
+    lost = Observation("crashed", (), view(GATE2, []))
+    assert judge(model, world, recover, lost, history) is not None
