@@ -12,6 +12,7 @@ from pathlib import Path
 from adapters.protocol import Adapter, Variant, Workflow, installed_versions
 
 from . import variants as _variants
+from .promises import PROMISES
 
 DISTRIBUTIONS = ("autogen-agentchat", "autogen-core", "pydantic", "pydantic-core", "protobuf", "opentelemetry-api")
 INSTALL_HINT = "pip install -c constraints/autogen.txt autogen-agentchat autogen-core"
@@ -19,6 +20,7 @@ INSTALL_HINT = "pip install -c constraints/autogen.txt autogen-agentchat autogen
 
 class AutoGenAdapter(Adapter):
     name = "autogen"
+    PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     def environment(self):
         return {

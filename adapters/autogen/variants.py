@@ -38,11 +38,52 @@ _STORE_TEXT = {
 }
 
 STATE_DOC = "https://microsoft.github.io/autogen/stable/user-guide/agentchat-user-guide/tutorial/state.html"
+HITL_DOC = ("https://microsoft.github.io/autogen/stable/user-guide/agentchat-user-guide/tutorial/"
+            "human-in-the-loop.html")
+TAG = "microsoft/autogen python-v0.7.5 (83afbf5857aa)"
+# Where AutoGen's documentation puts the team state in the caller's hands (CONTRACT §5, "Whose
+# defect"): the caller serializes the dict and stores it, so what happens to it between calls
+# (two processes loading it, a forged copy) is the caller's, a D with what the caller must add.
+CALLER_STATE = (
+    f"{STATE_DOC} ('Persisting State (File or Database)'; {TAG} "
+    "python/docs/src/user-guide/agentchat-user-guide/tutorial/state.ipynb:281): 'In many cases, we "
+    "may want to persist the state of the team to disk (or a database) and load it back later. "
+    "State is a dictionary that can be serialized to a file or written to a database.'; "
+    f"{HITL_DOC} ('Providing Feedback to the Next Run'; {TAG} "
+    "python/docs/src/user-guide/agentchat-user-guide/tutorial/human-in-the-loop.ipynb:178-179): "
+    "'Once a team finishes a run, the application saves the state of the team, puts it in a "
+    "persistent storage, and resumes the team when the feedback arrives.'"
+)
 SAVE_CAUTION = (
-    "autogen-agentchat 0.7.5 autogen_agentchat/teams/_group_chat/_base_group_chat.py:773-777 "
-    "(BaseGroupChat.save_state: 'When calling save_state on a team while it is running, the state "
-    "may not be consistent ... It is recommended to call this method when the team is not running "
-    "or after it is stopped.')"
+    "autogen-agentchat 0.7.5 autogen_agentchat/teams/_group_chat/_base_group_chat.py:775-777 "
+    "(BaseGroupChat.save_state: 'When calling :func:`~autogen_agentchat.teams.BaseGroupChat."
+    "save_state` on a team while it is running, the state may not be consistent and may result in "
+    "an unexpected state. It is recommended to call this method when the team is not running or "
+    "after it is stopped.')"
+)
+CONSUME_ONCE = (
+    "a consume-once guard in the caller's store, taken before run(task=answer): claim the id of "
+    "the message that asks (the newest message of the saved thread; AgentChat gives every message "
+    "a uuid4 'id' that save_state keeps) with an atomic insert into a table keyed by that id (or a "
+    "compare-and-swap on the stored row's version), and refuse the answer when the claim fails"
+)
+SIGNED = (
+    "integrity protection on the stored dict: an HMAC (or signature) over the JSON text that "
+    "save_state() returned, made with a key the application keeps out of the store, checked "
+    "before load_state(); a state that fails the check is refused"
+)
+SAVE_EVERY_TURN = (
+    "save after every turn: run the team with max_turns=1 and call save_state() after each run() "
+    "(the step variants), so a crash loses at most the turn in progress; a save_state() after "
+    "run() raised is no substitute (GraphFlow at 0.7.5: the failed node is already off the ready "
+    "queue, and the next run reports completion without running it)"
+)
+NO_BAD_OUTPUT = (
+    "a task's output is a StructuredMessage[TaskOutput], which AutoGen validates when it is built "
+    "from data and again when load_state() reads it back; an out-of-schema output exists only "
+    "when the agent opts out of validation (TaskOutput.model_construct, which pydantic documents "
+    "as 'no other validation is performed'), so no output outside the schema reaches AutoGen "
+    "through its own mechanism"
 )
 
 
@@ -112,7 +153,7 @@ NO_CORRUPT = (
 
 def capabilities(variant: Variant) -> Capabilities:
     not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY,
-                       "tamper:corrupt": NO_CORRUPT}
+                       "tamper:corrupt": NO_CORRUPT, "bad_output": NO_BAD_OUTPUT}
     operations = set(OPERATIONS)
     stale_handle = STALE_HANDLE
     if variant.options["store"] == "json":
@@ -122,6 +163,7 @@ def capabilities(variant: Variant) -> Capabilities:
     return Capabilities(
         operations=frozenset(operations),
         tamper_hows=frozenset({"invalid", "forged"}),  # no bytes of AutoGen's to corrupt
+        bad_output=False,  # NO_BAD_OUTPUT
         forced_race=True,  # racers call race_ready() after load_state, before anything is written
         max_racers=3,
         not_expressible=not_expressible,
@@ -139,18 +181,38 @@ def capabilities(variant: Variant) -> Capabilities:
 
 
 def deviations(variant: Variant) -> list[Deviation]:
-    if variant.options["save"] != "hitl":
-        return []
-    scope = (
-        "hitl saves only between runs, as documented: a crash inside a run loses every task "
-        "that run completed. Covered: the state read after a crashed op is the state saved when "
-        "the previous run returned (a prefix of the reference's), and recovery re-issues the "
-        "crashed run's input and re-executes those tasks, firing their effects again. Not "
-        "covered: any difference outside a crashed run and the recovery that follows it."
-    )
-    citation = f"{STATE_DOC} (the team state is whatever the caller saves with save_state()); {SAVE_CAUTION}"
-    # A crash inside a run, of either kind, then the recovery (or the read) that follows it.
-    crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
-    return [Deviation("Replay", citation, scope, **crashed),
-            Deviation("StateMismatch", citation, scope, **crashed),
-            Deviation("DoubleConsume", citation, scope, **crashed)]
+    out = [
+        Deviation("LostUpdate", CALLER_STATE,
+                  "two processes load the same saved state and both run(task=answer): AutoGen "
+                  "has no lock, version or consume record; the stored dict and its concurrency "
+                  "are the application's. Covered: race ops whose racers consumed one question "
+                  "more than once.",
+                  owner="caller", remedy=CONSUME_ONCE, ops=frozenset({"race"})),
+        Deviation("DoubleConsume", CALLER_STATE,
+                  "a caller resumes through a saved state it held since the gate asked "
+                  "(load_state, run(task=answer)) after the gate was answered: the held dict is "
+                  "the caller's. Covered: stale_resume ops that consumed the gate again; not: any "
+                  "other DoubleConsume.",
+                  owner="caller", remedy=CONSUME_ONCE, ops=frozenset({"stale_resume"}),
+                  rules=frozenset({"stale-handle-consumed-again"})),
+        Deviation("InvalidPersist", CALLER_STATE,
+                  "a well-formed, schema-valid state the run never produced (forged) is stored in "
+                  "the caller's store and loaded: load_state validates the form of a state, "
+                  "nothing says who wrote it. Covered: forged tampers only; an invalid tamper used "
+                  "silently is AutoGen's (load_state validates every message).",
+                  owner="caller", remedy=SIGNED, tamper_hows=frozenset({"forged"})),
+    ]
+    if variant.options["save"] == "hitl":
+        scope = (
+            "hitl saves only when a run returns, the documented HITL loop: a crash inside a run "
+            "loses every task that run completed. Covered: the state read after a crashed op is "
+            "the state saved when the previous run returned (a prefix of the reference's), and "
+            "recovery re-issues the crashed run's input and re-executes those tasks, firing "
+            "their effects again (a gate answered again with the crashed run's own answer). Not "
+            "covered: any difference outside a crashed run and the recovery that follows it."
+        )
+        crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
+        out += [Deviation(c, f"{CALLER_STATE}; {SAVE_CAUTION}", scope, owner="caller",
+                          remedy=SAVE_EVERY_TURN, **crashed)
+                for c in ("Replay", "StateMismatch", "DoubleConsume")]
+    return out

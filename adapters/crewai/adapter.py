@@ -31,6 +31,7 @@ from adapters.protocol import (
 
 from . import sandbox, store, variants
 from .flowsource import flow_source
+from .promises import PROMISES
 
 DISTRIBUTIONS = (
     "crewai", "crewai-core", "crewai-cli", "pydantic", "portalocker", "aiosqlite",
@@ -40,6 +41,7 @@ DISTRIBUTIONS = (
 
 class CrewAIAdapter(Adapter):
     name = "crewai"
+    PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
     _probe = None

@@ -89,25 +89,88 @@ STALE_HANDLES = {
 }
 
 
-_FORK_DOC = (
-    "https://docs.crewai.com/en/guides/flows/inputs-id-deprecation (\"restore_from_state_id=<uuid> "
-    "- fork: hydrates state from the snapshot ... re-running a flow seeded from a previous state\"); "
-    f"{RUNTIME}:2133-2140 (kickoff docstring: \"whose latest snapshot should hydrate this run's "
-    "state\"); :2327-2344 and :2351-2380 (a new instance has no completed methods, so the hydrated "
-    "run executes from its start methods)"
+_REPO = "crewAIInc/crewAI f4731f5025f8"
+_STATE_PAGE = "https://docs.crewai.com/v1.15.30/en/guides/flows/mastering-flow-state"
+_HITL_PAGE = "https://docs.crewai.com/v1.15.30/en/learn/human-feedback-in-flows"
+_CK_PAGE = "https://docs.crewai.com/v1.15.30/en/concepts/checkpointing"
+_DEPR_PAGE = "https://docs.crewai.com/v1.15.30/en/guides/flows/inputs-id-deprecation"
+_RT = f"crewai {VERSION} {RUNTIME}"
+
+# The human-feedback guide puts a resume that arrives twice on the resume handler: CrewAI's own
+# store reads the pending request without claiming it, and the guide says so in its words.
+_IDEMPOTENT = (
+    f"{_HITL_PAGE} ('Best Practices for Async Feedback': \"Your resume handler should be "
+    f"idempotent for safety\"; {_REPO} docs/v1.15.17/en/learn/human-feedback-in-flows.mdx:638, "
+    "the same line from docs/v1.10.0 to docs/edge)"
 )
+_FORK_DOC = (
+    f"{_STATE_PAGE} ('Forking Persisted State': \"# flow_2 starts with counter=1 (hydrated), then "
+    f"step() bumps it to 2.\"; {_REPO} docs/v1.15.17/en/guides/flows/mastering-flow-state.mdx:382); "
+    f"{_DEPR_PAGE} (\"For most production scenarios — re-running a flow seeded from a previous "
+    f"state — fork is what you want.\"); {_RT}:2133-2134 (kickoff docstring: \"whose latest "
+    "snapshot should hydrate this run's state\"); :2327-2344 and :2351-2380"
+)
+_CLAIM = ("claim the request before resuming it: an atomic consume-once record keyed by "
+          "(flow_id, flow.pending_feedback.method_name, flow.pending_feedback.requested_at), e.g. "
+          "an INSERT under a unique key or a lock held from from_pending() to the end of resume(); "
+          "a handler that loses the claim must not call resume()")
 
 
 def deviations(variant: Variant) -> tuple[Deviation, ...]:
+    out = [Deviation(
+        "LostUpdate", _IDEMPOTENT,
+        "k processes each run the guide's resume handler, Flow.from_pending(flow_id).resume(v), "
+        "on one pending request: the pending_feedback row is read with no claim and deleted with "
+        "no check (flow/persistence/sqlite.py load_pending_feedback / clear_pending_feedback), so "
+        "every racer consumes it and the gate's listener fires k times; the guide makes the "
+        "resume handler responsible for being idempotent",
+        remedy=_CLAIM, ops=frozenset({"race"}))]
+    if variant.options.get("backend") == "persist":
+        out.append(Deviation(
+            "DoubleConsume",
+            _IDEMPOTENT + (f"; {_RT}:1260-1268 (from_pending(flow_id, ...): \"Create a Flow "
+                           "instance from a pending feedback state.\", keyed by the flow id alone)"),
+            "a resume handler called again with the flow id of a request it already answered "
+            "(a retried webhook, a second tab): from_pending(flow_id) loads whatever request the "
+            "flow has pending now, and resume(v) answers it",
+            remedy=("before resume(), check that flow.pending_feedback.method_name (and "
+                    "requested_at) is the request this answer was given for, and keep a "
+                    "consume-once record per request"),
+            ops=frozenset({"stale_resume"}), rules=frozenset({"stale-handle-consumed-again"})))
+        out.append(Deviation(
+            "Replay",
+            (f"{_STATE_PAGE} ('Class-Level Persistence' example: \"# Second run - pass the ID to "
+             "load the persisted state\" ... \"# Will be higher due to persisted state\"; "
+             f"{_REPO} docs/v1.15.17/en/guides/flows/mastering-flow-state.mdx:318-321); "
+             f"{_RT}:2339-2343 (\"When _completed_methods is empty (e.g. a pure state-reload via "
+             "kickoff(inputs={\"id\": ...})), the flow executes from scratch\")"),
+            "recover via kickoff(inputs={'id': id}) on a class-level @persist flow reloads the "
+            "latest state row and runs the flow again from its start methods (the guide's counter "
+            "example re-runs increment on the loaded state): methods that had completed fire their "
+            "effects again",
+            ops=frozenset({"recover", "twin_recover"}),
+            rules=frozenset({"recovery-refires-completed"})))
+    else:  # the json / sqlite checkpoint backends
+        out.append(Deviation(
+            "DoubleConsume",
+            (f"{_CK_PAGE} ('What a checkpoint is': \"Restoring rebuilds that state and continues. "
+             "Completed tasks are skipped, memory and knowledge are rehydrated, and downstream "
+             "work runs against the same outputs the original run produced.\"); " + _IDEMPOTENT),
+            "a checkpoint written while the gate was pending, restored after the gate was "
+            "answered (from_checkpoint / kickoff(from_checkpoint=)): the restore rebuilds the "
+            "state at the pause, asks the gate again under the same flow id, and the re-sent "
+            "answer is consumed a second time in the same lineage",
+            remedy=("restore only the latest checkpoint of a run (or fork() for an alternate "
+                    "branch), and keep a consume-once record per (flow_id, method_name) that the "
+                    "resume handler checks"),
+            ops=frozenset({"stale_resume"}), rules=frozenset({"stale-handle-consumed-again"})))
     if variant.options.get("fork") == "restore_from_state_id":
-        return (
-            Deviation(
-                "PrefixReplay",
-                _FORK_DOC,
-                "fork via restore_from_state_id: the new branch re-runs the flow from its start "
-                "methods, seeded with the source's latest state, so the effects of the tasks before "
-                "the forked gate fire again in the new branch",
-                ops=frozenset({"fork"}),
-            ),
-        )
-    return ()
+        out.append(Deviation(
+            "PrefixReplay",
+            _FORK_DOC,
+            "fork via restore_from_state_id: the new branch re-runs the flow from its start "
+            "methods, seeded with the source's latest state, so the effects of the tasks before "
+            "the forked gate fire again in the new branch",
+            ops=frozenset({"fork"}),
+        ))
+    return tuple(out)

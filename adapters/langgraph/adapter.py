@@ -19,6 +19,7 @@ from adapters.protocol import (
 )
 
 from .variants import BY_NAME, VARIANTS
+from .promises import PROMISES
 
 DISTRIBUTIONS = (
     "langgraph",
@@ -94,6 +95,42 @@ def _tamper_scope(o) -> str:
     return "listing" if o["saver"] == "sqlite" else "lineage"
 
 
+# No mechanism, no ✗ (CONTRACT §5, "Whose defect"): what LangGraph does not check, a variant does
+# not judge; the -pydantic variant judges the validator LangGraph offers.
+NO_TYPED_VALIDATION = (
+    "LangGraph validates no TypedDict state: a StateGraph coerces a node's input to its state "
+    "schema only for a Pydantic model or a dataclass (langgraph 1.2.24 langgraph/graph/state.py:"
+    "1736-1750, _pick_mapper / _coerce_state) and never checks a node's output "
+    "(graph/state.py:1458-1496, _get_updates), so no value is outside a schema LangGraph checks; "
+    "the -pydantic variant exercises the validator LangGraph offers"
+)
+NO_INTEGRITY = (
+    "LangGraph's savers keep no integrity record of a checkpoint, so a well-formed, schema-valid "
+    "forgery (edited values, deleted interrupt writes, a deleted head row) cannot be told from a "
+    "real state. The opt-in EncryptedSerializer (langgraph-checkpoint 4.3.2 langgraph/checkpoint/"
+    "serde/encrypted.py) authenticates only blobs it encrypted: it loads any blob whose type has "
+    "no cipher suffix as plain (encrypted.py:28-30), leaves metadata plain, binds no blob to its "
+    "checkpoint id and cannot see a deleted row"
+)
+TRUNCZERO_NA = (
+    "a file cut to zero bytes is a valid, empty SQLite database: no byte fails to decode, so it is "
+    "a forgery of an empty store (see the forged tamper's reason), and a resume on it starts a "
+    "fresh run as LangGraph documents for a resume with nothing pending "
+    "(langgraph/errors.py:164-165)"
+)
+PYDANTIC_OUTPUTS = (
+    "https://docs.langchain.com/oss/python/langgraph/use-graph-api ('Use pydantic models for graph "
+    "state', Known Limitations; langchain-ai/docs src/oss/langgraph/use-graph-api.mdx @03fadd7): "
+    "\"Run-time validation only occurs on inputs to the first node in the graph, not on "
+    "subsequent nodes or outputs.\""
+)
+NONSTRICT_RESUME = (
+    "langgraph 1.2.24 langgraph/_internal/_constants.py:81-82: \"when True, the root graph refuses "
+    "a resume that can't be matched to its pending interrupts\"; langgraph/errors.py:151: "
+    "\"Raised in strict resume mode when a resume doesn't match the pending interrupts.\""
+)
+
+
 COMMAND_INTENT = ("the fork is the resume call itself, Command(resume=v), addressed at an older "
                   "checkpoint_id: LangGraph infers the intent from whether the thread moved past "
                   "that checkpoint (langgraph/pregel/_loop.py:987-990, 1.2.24)")
@@ -139,6 +176,7 @@ class LangGraphAdapter(Adapter):
     """LangGraph (``langgraph``) on its memory, SQLite and PostgreSQL savers."""
 
     name = "langgraph"
+    PROMISES = PROMISES  # promises.py: the framework's own words, per property
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
     _probe = None
 
@@ -211,7 +249,19 @@ class LangGraphAdapter(Adapter):
             if o["fork"] == "update":
                 operations.discard("fork")
                 not_expressible["fork"] = FUNC_UPDATE_FORK
-        tamper_hows, tamper_scope = frozenset(TAMPER_HOWS), None
+        validated = o["api"] == "graph" and o.get("state") == "pydantic"
+        if o["api"] == "graph" and not validated:
+            not_expressible["bad_output"] = NO_TYPED_VALIDATION
+        dropped = {"forged"}
+        not_expressible["tamper:forged"] = NO_INTEGRITY
+        if not validated:
+            dropped.add("invalid")
+            not_expressible["tamper:invalid"] = NO_SCHEMA if o["api"] == "func" \
+                else NO_TYPED_VALIDATION
+        if o.get("tamper") == "trunczero":
+            dropped.add("corrupt")
+            not_expressible["tamper:corrupt"] = TRUNCZERO_NA
+        tamper_hows, tamper_scope = frozenset(TAMPER_HOWS) - dropped, None
         if o["saver"] == "custom":
             from adapters.storefactory import not_expressible as store_na
 
@@ -221,12 +271,14 @@ class LangGraphAdapter(Adapter):
             operations -= {op for op in na if op in OPERATIONS}
             if "sigkill" in na:
                 crash_kinds = {"exception"}
-            tamper_hows, tamper_scope = probe.tamper_hows, probe.tamper_scope
+            # The store's own tampers, less what LangGraph's state cannot be judged on.
+            tamper_hows = frozenset(probe.tamper_hows) - (dropped - {"corrupt"})
+            tamper_scope = probe.tamper_scope
         return Capabilities(
             operations=frozenset(operations),
             stale_handle=STALE_HANDLES[o["resume"]],
             crash_kinds=frozenset(crash_kinds),
-            bad_output=o["api"] == "graph",
+            bad_output=validated,
             forced_race=o["saver"] != "memory" and "race" in operations,
             tamper_hows=tamper_hows,
             # drophead's forgery is a rollback of the whole checkpoint, a custom store's is its
@@ -321,7 +373,27 @@ class LangGraphAdapter(Adapter):
                                  ops=frozenset({"resume", "race"}),
                                  rules=frozenset({"resume-refires-prefix"}),
                                  superseded=True))
-        if STALE_HANDLES[o["resume"]] is _SNAPSHOT:
+        if o["api"] == "graph" and o.get("state") == "pydantic":
+            out.append(Deviation(
+                "InvalidPersist", PYDANTIC_OUTPUTS,
+                "a node's output is merged into the checkpoint without validation against the "
+                "Pydantic state model (langgraph/graph/state.py:1458-1496); only a node's input "
+                "is coerced (graph/state.py:1736-1750), so the out-of-schema value is persisted "
+                "and refused later, loudly, by the next node that reads it (langgraph issue #6491)",
+                rules=frozenset({"bad-output-accepted"}),
+            ))
+        if o["resume"] == "map":
+            out.append(Deviation(
+                "DoubleConsume", NONSTRICT_RESUME,
+                "a resume through an interrupt id that is no longer pending, without strict mode: "
+                "LangGraph does not refuse it and continues the run from its checkpoint as "
+                "invoke(None) would; nothing is consumed again (the gate does not fire), but the "
+                "thread's outstanding tasks run",
+                ops=frozenset({"stale_resume"}),
+                rules=frozenset({"stale-handle-consumed-again"}),
+            ))
+        if STALE_HANDLES[o["resume"]] is _SNAPSHOT and not o.get("guard"):
+            # (The guarded variants refuse a stale handle themselves: a hole there is ours, ✗.)
             # A checkpoint config held from the pause is LangGraph's time-travel handle: invoking
             # with it replays from that checkpoint, which LangGraph documents as a fork, so the
             # gate consumes the value again in a new branch of the same thread.  A D, not a
@@ -332,9 +404,10 @@ class LangGraphAdapter(Adapter):
                 "after the checkpoint\"; docs concepts/time-travel.md: \"resume execution from a "
                 "prior checkpoint ... In all cases, resuming past execution produces a new fork "
                 "in the history\"",
-                "a resume through a checkpoint config held from the pause (stale_resume): "
-                "LangGraph time-travels to that checkpoint, the gate's node runs again with the "
-                "value, and its effect fires a second time",
+                "a resume through a checkpoint config held from the pause (stale_resume): the "
+                "thread has moved past that checkpoint, so LangGraph reruns the nodes after it; "
+                "the gate's node runs again with the answer recorded at that checkpoint (not the "
+                "stale call's value) and its effect fires a second time",
                 ops=frozenset({"stale_resume"}),
             ))
         return out
@@ -347,11 +420,15 @@ class LangGraphAdapter(Adapter):
     def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
         from .repro import reproduction
 
+        if variant.options.get("guard"):  # a script of plain LangGraph would not be the guard's
+            return None
         return reproduction(BY_NAME.get(variant.name, variant), workflow, evidence)
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops) -> str | None:
         from .repro_legacy import write_script
 
+        if variant.options.get("guard"):
+            return None
         return write_script(BY_NAME.get(variant.name, variant), workflow, ops)
 
     def cleanup(self, variant: Variant | None, workdir: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from adapters.protocol import Adapter, Op, Variant, Workflow, installed_versions
 
 from . import declarations
+from .promises import PROMISES
 
 DISTRIBUTIONS = (
     "llama-index-workflows",
@@ -34,6 +35,7 @@ INSTALL_HINT = (
 
 class LlamaIndexAdapter(Adapter):
     name = "llamaindex"
+    PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     def environment(self) -> Mapping[str, str]:
         # llama-index-workflows sends nothing by itself; OpenTelemetry (pulled in by the

@@ -166,14 +166,86 @@ NO_PENDING_RECORD = {
 }
 
 
-HITL_DOC = (
-    "https://developers.llamaindex.ai/python/llamaagents/workflows/human_in_the_loop "
-    "(\"Stopping/Resuming Between Human Responses\": \"You can break out of the event loop and "
-    "resume later. This is useful when you want to pause the workflow to wait for a human "
-    "response asynchronously\"; the context is serialized by the caller with ctx.to_dict() at "
-    "the pause and restored with Context.from_dict); llama-index-workflows 2.26.1 persists "
-    "nothing itself (the context is whatever the caller saves)"
+# Where LlamaIndex's documentation puts the core snapshot in the caller's hands (CONTRACT §5,
+# "Whose defect"): the caller serializes ctx.to_dict() and stores it, so two processes restoring
+# it, a stale copy or a forged one are the caller's, a D with what the caller must add.
+CALLER_STORE_DOC = (
+    "https://developers.llamaindex.ai/python/llamaagents/workflows/human_in_the_loop/ "
+    "(\"Stopping/Resuming Between Human Responses\": \"In a web app, the process that sees the "
+    "prompt is often not the same request that receives the answer. Snapshot the context after "
+    "the prompt, store it, and restore it when the response arrives.\"); "
+    "https://developers.llamaindex.ai/python/llamaagents/workflows/durable_workflows/ (\"Runtime "
+    "plugins for durability\": \"The checkpoint loop is durability you control. You decide when "
+    "to snapshot, and resume is a couple of lines. If you'd rather not manage that, use a runtime "
+    "plugin that owns persistence and recovery.\"); llama-index-workflows 2.26.1, "
+    "workflows/context/context.py:360 (Context.to_dict): \"Serialize the context to a "
+    "JSON-serializable dict.\", stored by the caller in its example, "
+    "my_db.set(\"key\", json.dumps(ctx_dict)) (:384)"
 )
+DURABLE_DOC = (
+    "https://developers.llamaindex.ai/python/llamaagents/workflows/durable_workflows/ "
+    "(\"Snapshot the context\": \"This survives a restart, but not a crash during the run. You "
+    "only have the state as of the last `to_dict()`. To survive a crash, snapshot as the run "
+    "progresses.\"; \"Runtime plugins for durability\": \"The checkpoint loop is durability you "
+    "control. You decide when to snapshot, and resume is a couple of lines.\")"
+)
+IDLE_REMEDY = ("snapshot as the run progresses: the docs' checkpoint loop saves ctx.to_dict() on "
+               "every StepStateChanged with StepState.NOT_RUNNING (the core-*-step variants), or "
+               "run on a runtime plugin that owns persistence (DBOSRuntime)")
+CLAIM_SNAPSHOT = ("a consume-once guard in the snapshot store: claim the stored snapshot "
+                  "atomically before restoring it to answer (UPDATE snapshots SET consumed = 1 "
+                  "WHERE id = ? AND consumed = 0; go on only if one row changed), and refuse a "
+                  "snapshot that is consumed or superseded by a newer row of the thread")
+SIGN_SNAPSHOT = ("sign what it stores (an HMAC over the stored JSON text, checked before "
+                 "Context.from_dict; refuse a mismatch) and declare the state's constraints in "
+                 "the pydantic state model (Literal answers, a bounded task id) so that the "
+                 "restored run refuses an out-of-range value when it loads the state")
+SERVER_RERUN_DOC = (
+    "llama-agents-server 0.8.0, llama_agents/server/_api.py:393 and :579 (POST "
+    "/workflows/{name}/run and /run-nowait, body field handler_id): \"Workflow handler identifier "
+    "to continue from a previous completed run.\"; llama_agents/server/_service.py:323 "
+    "(_context_from_handler_id): \"Look up a completed handler's final state and build a Context "
+    "from it.\" (the state alone: the new run starts from its StartEvent); "
+    "llama_agents/server/_store/abstract_workflow_store.py:38 (TERMINAL_STATUSES: completed, "
+    "failed, cancelled)"
+)
+SERVER_SINGLE_DOC = (
+    "https://developers.llamaindex.ai/python/llamaagents/workflows/deployment/ (\"SQLite\": \"The "
+    "simplest option for single-process deployments is `SqliteWorkflowStore`, which persists "
+    "handler state, events, and results to a local file:\"; \"DBOS (Postgres)\": \"For "
+    "multi-replica setups, each replica must have a unique `executor_id`:\", \"With Postgres, "
+    "multiple server replicas can share the same database for distributed execution and "
+    "recovery.\")"
+)
+
+
+def _caller_owned() -> tuple[Deviation, ...]:
+    """core-*: the snapshot is the caller's value in the caller's store."""
+    return (
+        Deviation(
+            "DoubleConsume", CALLER_STORE_DOC,
+            "core-*: a stale_resume restores the ctx.to_dict() snapshot the caller stored while "
+            "the gate asked (answered since) and sends the answer again; the snapshot is the "
+            "caller's value and LlamaIndex core keeps no record that its question was answered, "
+            "so the restored run consumes it again. Not covered: any other way of consuming a "
+            "gate twice.",
+            owner="caller", remedy=CLAIM_SNAPSHOT, ops=frozenset({"stale_resume"}),
+            rules=frozenset({"stale-handle-consumed-again"})),
+        Deviation(
+            "LostUpdate", CALLER_STORE_DOC,
+            "core-*: k processes each restore the same stored ctx.to_dict() snapshot of a paused "
+            "run and send their answer; every restored context is a run of its own and "
+            "LlamaIndex core has no shared store in which one racer could see another's consume.",
+            owner="caller", remedy=CLAIM_SNAPSHOT, ops=frozenset({"race"})),
+        Deviation(
+            "InvalidPersist", CALLER_STORE_DOC,
+            "core-*: a tamper (invalid or forged) of the caller's stored ctx.to_dict() row, then "
+            "an operation on that thread: the bytes are the caller's, LlamaIndex offers no "
+            "integrity check of a snapshot, and the variants' state model does not encode the "
+            "task range or the values. Not covered: a BadOutput accepted during a run, which "
+            "stays the framework's.",
+            owner="caller", remedy=SIGN_SNAPSHOT, rules=frozenset({"tampered-state-used"})),
+    )
 
 
 def _idle_snapshots() -> tuple[Deviation, ...]:
@@ -189,15 +261,43 @@ def _idle_snapshots() -> tuple[Deviation, ...]:
         "that follows it."
     )
     crashed = {"after_crash_kinds": frozenset({"exception", "sigkill"})}
-    return (Deviation("Replay", HITL_DOC, scope, **crashed),
-            Deviation("StateMismatch", HITL_DOC, scope, **crashed))
+    return (Deviation("Replay", DURABLE_DOC, scope, owner="caller", remedy=IDLE_REMEDY, **crashed),
+            Deviation("StateMismatch", DURABLE_DOC, scope, owner="caller", remedy=IDLE_REMEDY,
+                      **crashed))
+
+
+def _server() -> tuple[Deviation, ...]:
+    rerun = (
+        "server-*: recover of a handler whose run failed (an exception crash point; `failed` is "
+        "terminal and the server resumes no failed handler). The recovery runs the same handler "
+        "id again, which the route documents as continuing a previous completed run: a new run "
+        "from the StartEvent carrying only the stored state, so every task before the failure "
+        "runs again. Not covered: a handler left running by a SIGKILL, which the server resumes "
+        "from its tick journal."
+    )
+    failed = {"ops": frozenset({"recover"}), "after_crash_kinds": frozenset({"exception"})}
+    return (
+        Deviation("Replay", SERVER_RERUN_DOC, rerun,
+                  rules=frozenset({"recovery-refires-completed"}), **failed),
+        Deviation(
+            "LostUpdate", SERVER_SINGLE_DOC,
+            "server-*: the racers are k WorkflowServer processes on one SqliteWorkflowStore file, "
+            "each rebuilding the idle handler from the journal and delivering its answer; the "
+            "docs offer the SQLite store for single-process deployments and multi-replica "
+            "serving only with DBOSRuntime on Postgres. Not covered: two answers to one server "
+            "(a retried POST /events, two tabs).",
+            ops=frozenset({"race"})),
+    )
 
 
 def deviations(variant: Variant) -> tuple[Deviation, ...]:
-    idle = _idle_snapshots() if variant.options.get("snapshot") == "idle" else ()
+    backend = variant.options["backend"]
+    out = (_caller_owned() if backend == "core" else _server() if backend == "server" else ())
+    if variant.options.get("snapshot") == "idle":
+        out += _idle_snapshots()
     if variant.options["gate"] != "wait":
-        return idle
-    return idle + (
+        return out
+    return out + (
         Deviation(
             "PrefixReplay",
             WAIT_DOC,
@@ -206,5 +306,6 @@ def deviations(variant: Variant) -> tuple[Deviation, ...]:
             "gate's step fires its one effect after the wait, so a replay re-runs only "
             "task_begins (no effect); a re-fire of any other task's effect is not covered",
             ops=frozenset({"resume", "fork", "race"}),  # the operations that answer a wait
+            rules=frozenset({"resume-refires-prefix"}),
         ),
     )

@@ -13,6 +13,7 @@ from adapters.protocol import Adapter, Variant, Workflow, installed_versions
 
 from . import variants as _variants
 from .version import check_version, installed_version
+from .promises import PROMISES
 
 #: Distributions whose behaviour the results depend on (recorded in every corpus entry).
 DISTRIBUTIONS = ("pydantic-graph", "pydantic", "pydantic-core", "anyio", "logfire-api")
@@ -20,6 +21,7 @@ DISTRIBUTIONS = ("pydantic-graph", "pydantic", "pydantic-core", "anyio", "logfir
 
 class PydanticGraphAdapter(Adapter):
     name = "pydantic-graph"
+    PROMISES = PROMISES  # promises.py: the framework's own words, per property
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
     _probe = None
 

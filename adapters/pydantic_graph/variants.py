@@ -83,6 +83,19 @@ NO_STALE_SIMPLE = (
 )
 
 
+NO_VALIDATION_IN_MEMORY = (
+    "FullStatePersistence and SimpleStatePersistence keep the state object the node left and "
+    "validate nothing (persistence/in_mem.py:41-42, :101-106; no TypeAdapter runs on an in-memory "
+    "path unless the caller calls dump_json/load_json): a value outside the state type breaks "
+    "no mechanism of pydantic-graph's"
+)
+NO_INTEGRITY = (
+    "pydantic-graph 1.x has no integrity protection of snapshots (no checksum, signature or MAC "
+    "in pydantic_graph/persistence/; the in-memory stores are plain objects of the caller's "
+    "process): a well-formed, schema-valid snapshot it did not write cannot be told from its own"
+)
+
+
 def capabilities(variant: Variant) -> Capabilities:
     backend = variant.options["backend"]
     intents = {"resume": "RETRY", "fork": "FORK"}
@@ -94,12 +107,15 @@ def capabilities(variant: Variant) -> Capabilities:
         return Capabilities(forced_race=False, max_racers=3, intents=intents,
                             operations=Capabilities().operations | {"stale_resume"},
                             stale_handle=handle,
-                            not_expressible={"interrupt_identity": NO_IDENTITY},
+                            not_expressible={"interrupt_identity": NO_IDENTITY,
+                                             "tamper:forged": NO_INTEGRITY},
+                            tamper_hows=frozenset({"corrupt", "invalid"}),
                             tamper_scope="history", reuse_worker=True,
                             needs_cleanup=False)  # the files are in workdir
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
-    not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY}
+    not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY,
+                       "bad_output": NO_VALIDATION_IN_MEMORY, "tamper:forged": NO_INTEGRITY}
     ops = set(OPERATIONS) - {"race", "twin_recover"}
     if backend == "simple":
         not_expressible["fork"] = (
@@ -115,7 +131,8 @@ def capabilities(variant: Variant) -> Capabilities:
         operations=frozenset(ops),
         stale_handle=handle,
         crash_kinds=frozenset({"exception"}),
-        tamper_hows=frozenset({"invalid", "forged"}),  # no bytes to corrupt: objects only
+        bad_output=False,  # NO_VALIDATION_IN_MEMORY
+        tamper_hows=frozenset({"invalid"}),  # no bytes to corrupt (objects only); NO_INTEGRITY
         not_expressible=not_expressible,
         intents=intents,
         tamper_scope="thread",  # one persistence object per thread, in this worker
@@ -128,10 +145,12 @@ def capabilities(variant: Variant) -> Capabilities:
 
 
 DOCS_IDIOM = (
-    "https://ai.pydantic.dev/graph/ (State Persistence, the question graph example "
-    "ai_q_and_a_run.py: \"if snapshot := await persistence.load_next(): state = "
-    "snapshot.state; node = Evaluate(answer) else: state = QuestionState(); node = Ask()\" "
-    "then question_graph.iter(node, state=state, persistence=persistence))"
+    "pydantic/pydantic-ai docs/graph.md@0171c1acaca714dfccddbaf4c042e9aa7198e495 (State "
+    "Persistence, 'Example: Human in the loop', ai_q_and_a_run.py): \"if snapshot := await "
+    "persistence.load_next():  # (4)!\" ... \"else:\" / \"state = QuestionState()\" / "
+    "\"node = Ask()  # (5)!\" then \"async with question_graph.iter(node, state=state, "
+    "persistence=persistence) as run:\"; annotation (5): \"If the graph hasn't been run before, "
+    "we create a new `QuestionState` and start with the `Ask` node.\""
 )
 
 
@@ -140,11 +159,13 @@ def deviations(variant: Variant) -> list[Deviation]:
     resume semantics (docs/frameworks)."""
     if variant.options.get("resume") != "docs":
         return []
-    return [Deviation(
-        "PrefixReplay", DOCS_IDIOM,
-        "resume spelled as the docs' question graph example, on a run whose load_next() finds "
-        "nothing to run (finished, or its next node already loaded by another caller): the "
-        "example's own else-branch starts a fresh run from the first node on the same "
-        "persistence, so completed tasks fire again",
-        ops=frozenset({"resume", "race"}),
-    )]
+    fresh = ("resume spelled as the docs' question graph example on a run whose load_next() "
+             "returns None (a finished run): the example's else-branch starts a fresh run from "
+             "the first node on the same persistence")
+    return [
+        Deviation("PrefixReplay", DOCS_IDIOM, fresh + ", so completed tasks fire again",
+                  ops=frozenset({"resume"})),
+        Deviation("StateMismatch", DOCS_IDIOM,
+                  fresh + ", whose first snapshot (a gate asked again) becomes the run's latest "
+                  "state", ops=frozenset({"resume"})),
+    ]

@@ -63,10 +63,19 @@ def test_corrupt_bytes_are_na_autogen_keeps_none(adapter):
 
 
 def test_deviations_cite_and_cover_only_hitl(adapter):
+    # Every variant: the saved dict is the caller's (races, stale copies, forged dicts are a
+    # caller-owned D, each with what the caller must add); hitl also loses a crashed run's work.
+    caller = {"LostUpdate", "DoubleConsume", "InvalidPersist"}
     for v in adapter.variants():
         devs = adapter.deviations(v)
+        assert all(d.owner == "caller" and d.remedy for d in devs)
+        hitl = {d.category for d in devs if d.after_crash_kinds}
+        assert {d.category for d in devs if not d.after_crash_kinds} == caller
+        forged = next(d for d in devs if d.category == "InvalidPersist")
+        assert forged.tamper_hows == {"forged"}  # an invalid dict is AutoGen's to refuse
         if v.options["save"] == "step":
-            assert devs == []
+            assert hitl == set()
         else:
-            assert {d.category for d in devs} == {"Replay", "StateMismatch", "DoubleConsume"}
-            assert all("_base_group_chat.py:773" in d.citation for d in devs)
+            assert hitl == {"Replay", "StateMismatch", "DoubleConsume"}
+            assert all("_base_group_chat.py:775" in d.citation for d in devs
+                       if d.after_crash_kinds)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from adapters.protocol import CrashInjected, Fork
+from adapters.protocol import CrashInjected, Fork, Resume
 from fuzz.internal.hooks import EngineHooks
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,3 +48,41 @@ def spawn(job: dict, pass_fds=()) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(WORKER), json.dumps(job)], env=env,
                             pass_fds=pass_fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+
+
+def job(v, workflow, workdir, ledger, op, seq, **extra) -> dict:
+    """What ``langgraph_worker.py`` runs: one op of variant ``v`` on the case in ``workdir``."""
+    return {"variant": v.name, "workflow": workflow.to_json(), "workdir": str(workdir),
+            "ledger": str(ledger.path), "op": op.to_json(), "seq": seq, **extra}
+
+
+def forced_race(v, workflow, workdir, ledger, seq, values) -> list[dict]:
+    """One racer process per value of ``values`` resumes gate 2 of t0: each reads the
+    interrupted checkpoint and waits; once all have read (nobody has consumed yet), all go.
+    Returns each racer's reply (``outcome``, ``pid``, ...)."""
+    k = len(values)
+    ready_r, ready_w = os.pipe()
+    gos = [os.pipe() for _ in range(k)]
+    procs = []
+    for i, ((go_r, _), value) in enumerate(zip(gos, values)):
+        op = Resume("t0", value=value, gate=2)
+        procs.append(spawn(job(v, workflow, workdir, ledger, op, seq, racer=i + 1,
+                               ready_fd=ready_w, go_fd=go_r), pass_fds=(ready_w, go_r)))
+    os.close(ready_w)
+    got = b""
+    while len(got) < k:
+        chunk = os.read(ready_r, k)
+        assert chunk, "a racer exited before reading: " + procs[0].stderr.read()[-2000:]
+        got += chunk
+    os.close(ready_r)
+    assert ledger.rows(seq) == []  # everyone has read; nobody has consumed yet
+    for go_r, go_w in gos:
+        os.write(go_w, b"g")
+        os.close(go_w)
+        os.close(go_r)
+    replies = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        replies.append(eval(out.strip().splitlines()[-1].replace("null", "None")))
+    return replies

@@ -69,17 +69,32 @@ def test_wait_for_event_deviation_cites_the_installed_docstring(adapter):
 
 
 def test_idle_snapshots_are_the_documented_hitl_pattern(adapter):
-    """Core with snapshots at pauses only: what a crash inside a run loses is D, cited to the
-    human-in-the-loop docs and limited to crashed runs; no other variant declares it."""
+    """Core with snapshots at pauses only: what a crash inside a run loses is the caller's D,
+    cited to the durable-workflows page ("This survives a restart, but not a crash during the
+    run") and limited to crashed runs; no other variant declares it."""
     for v in adapter.variants():
-        devs = [d for d in adapter.deviations(v) if d.category in ("Replay", "StateMismatch")]
+        devs = [d for d in adapter.deviations(v) if d.category in ("Replay", "StateMismatch")
+                and d.after_crash_kinds == frozenset({"exception", "sigkill"})]
         if v.options.get("snapshot") == "idle":
             assert sorted(d.category for d in devs) == ["Replay", "StateMismatch"]
             for d in devs:
-                assert "human_in_the_loop" in d.citation
-                assert d.after_crash_kinds == frozenset({"exception", "sigkill"})
+                assert "not a crash during the run" in d.citation
+                assert d.owner == "caller" and "snapshot as the run progresses" in d.remedy
         else:
             assert devs == []
+
+
+def test_the_core_snapshot_is_the_callers_and_the_servers_store_is_llamaindexs(adapter):
+    """Core: races, stale snapshots and tampered snapshots are the caller's (the docs have it
+    store ``ctx.to_dict()``), each with a remedy; the server's own store stays LlamaIndex's."""
+    for v in adapter.variants():
+        owners = {d.category: d.owner for d in adapter.deviations(v)
+                  if d.category in ("LostUpdate", "DoubleConsume", "InvalidPersist")}
+        if v.options["backend"] == "core":
+            assert owners == {"LostUpdate": "caller", "DoubleConsume": "caller",
+                              "InvalidPersist": "caller"}
+        else:
+            assert set(owners.values()) <= {"framework"}
 
 
 def test_private_server_variants_say_so(adapter):
