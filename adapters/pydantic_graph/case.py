@@ -12,6 +12,16 @@ caller that loads the unanswered gate without answering it strands the run.  A u
 run waits for input does not do that, and neither does ``recover`` here: when the latest snapshot
 is an unanswered gate still ``'created'``, recover reports ``interrupted`` and touches nothing.
 
+A racer (a ``Resume`` naming the gate it was shown, ``op.gate``) answers that question only:
+the snapshot that asked it, by its id (kept when the gate asked, before the race began: the one a
+racer loads before the start barrier), run as ``iter_from_persistence`` runs the snapshot
+``load_next`` hands out (``set_snapshot_id``, then ``GraphRun`` from that snapshot's state,
+graph.py:289-307), through ``graph.iter``.  ``GraphRun.next`` then claims that snapshot by id
+(``record_run``), whose status check refuses one another racer already ran
+(``GraphNodeStatusError``, file.py:69-81, in_mem.py:56-61, :121-129).  ``load_next`` would hand
+a racer that comes once the other has returned the *next* gate's snapshot instead, and its answer
+would answer a question it was never shown.
+
 Every operation runs in its own ``asyncio.run`` (the framework is async only), with the host's
 warning filters reset to Python's defaults, so that no ``-W error`` of the engine's turns a
 framework warning into a refusal users would not see.  pydantic's serializer warning for a value
@@ -21,6 +31,9 @@ outside the state schema (the only signal it gives) is silenced: it repeats on e
 from __future__ import annotations
 
 import asyncio
+import copy
+import inspect
+import json
 import warnings
 from pathlib import Path
 
@@ -73,6 +86,10 @@ class PydanticGraphCase(Case):
         # thread -> {gate: id of the snapshot that asked it}: the handle a user keeps to fork
         # from that checkpoint later (``NodeSnapshot.id``, pydantic-graph's own snapshot id).
         self.asked = SideTable(self.workdir, "pydantic_graph_gate_snapshots.json")
+        # A store that keeps only its latest snapshot (a custom one whose load_all raises
+        # NotImplementedError): thread -> {gate: that snapshot as stored when the gate asked},
+        # the copy a racer shown the gate holds once the store has moved on (``_shown``).
+        self.shown = SideTable(self.workdir, "pydantic_graph_shown_snapshots.json")
 
     # -- executing operations -----------------------------------------------------------------
     def run(self, op, hooks) -> str:
@@ -96,6 +113,7 @@ class PydanticGraphCase(Case):
                 # The snapshot just written (the newest): its id is the user's handle.
                 self.asked.set(thread, {**(self.asked.get(thread) or {}),
                                         str(gate): self.store.last_id(thread)})
+                self._keep_shown(thread, gate)
                 deps.hooks.task_begins(gate)
 
         p.on_snapshot = on_snapshot
@@ -105,6 +123,8 @@ class PydanticGraphCase(Case):
         if isinstance(op, Start):
             return await self._start(op.thread, deps)
         if isinstance(op, Resume):
+            if op.gate is not None:  # a racer: the question it was shown, by its snapshot
+                return await self._resume_shown(op, deps)
             if self.resume_spelling == "docs":
                 return await self._resume_docs(op, deps)
             return await self._resume_ifp(op, deps)
@@ -205,9 +225,10 @@ class PydanticGraphCase(Case):
         """``iter_from_persistence``; the answer goes on the restored node when it is a gate.
 
         Nothing else is checked: with nothing to restore the framework refuses
-        (``GraphRuntimeError``); a restored node that is not a gate runs as restored; a gate
-        other than the one a racer was shown gets the answer (pydantic-graph's nodes carry no
-        interrupt identity: declared ``interrupt_identity`` n/a)."""
+        (``GraphRuntimeError``); a restored node that is not a gate runs as restored; whatever
+        gate ``load_next`` restores gets the answer (pydantic-graph's nodes carry no interrupt
+        identity: declared ``interrupt_identity`` n/a).  A racer, which was shown one gate,
+        resumes through ``_resume_shown`` instead."""
         p = self._persistence(op.thread, deps)
         self._p("p", op.thread)
         self._rec("async with graph.iter_from_persistence(p) as run:")
@@ -216,6 +237,92 @@ class PydanticGraphCase(Case):
                 self._rec(f"    run.next_node.answer = {op.value!r}")
                 run.next_node.answer = op.value
             return await self._drive(run)
+
+    async def _resume_shown(self, op: Resume, deps: Deps) -> str:
+        """A racer: answer gate ``op.gate`` through the snapshot that asked it (its id kept when
+        it asked), in the variant's spelling, and nothing else.
+
+        ``ifp``: that snapshot's node with the answer set on it, its snapshot id set, from its
+        state: what ``iter_from_persistence`` builds from the snapshot ``load_next`` returns
+        (graph.py:289-307), for the snapshot the racer was shown.  ``docs``: a new node carrying
+        the answer, from the snapshot's state (the docs' idiom), with that snapshot's id.  The
+        first ``run.next()`` then claims the snapshot by id (``snapshot_node_if_new`` finds it,
+        ``record_run`` checks its status): a snapshot another racer ran already is refused by
+        the framework (``GraphNodeStatusError``), never swapped for the next gate's."""
+        p = self._persistence(op.thread, deps)
+        self._p("p", op.thread)
+        held, where = await self._shown(p, op.thread, op.gate)
+        # A snapshot edited into an end snapshot under the same id (a forged tamper) has no
+        # node: the racer still answers the gate it was shown, under that id.
+        stored = held.node if held.kind == "node" else self.built.node(op.gate)
+        if self.resume_spelling == "docs" or held.kind != "node":
+            task = self.built.task_of(stored)
+            answer = op.value if self.built.is_gate(stored) else None
+            node = self.built.node(task, answer=answer)
+            self._rec(f"node = {self._node(task, answer)}")
+        else:
+            node = self.built.fresh_copy(stored)  # the stored object stays as stored
+            self._rec(f"node = {where}.node")
+            if self.built.is_gate(node):
+                node.answer = op.value
+                self._rec(f"node.answer = {op.value!r}")
+        node.set_snapshot_id(held.id)
+        self._rec(f"node.set_snapshot_id({where}.id)")
+        self._rec(f"async with graph.iter(node, state={where}.state, persistence=p) as run:")
+        state = copy.deepcopy(held.state)  # an in-memory store's own object stays as stored
+        async with self.graph.iter(node, state=state, deps=deps, persistence=p) as run:
+            return await self._drive(run)
+
+    async def _shown(self, p, thread: str, gate: int):
+        """The snapshot that asked ``gate`` (``_gate_snapshot``) and the script's name for it.
+
+        A store that keeps only its latest snapshot (Simple; a custom one whose ``load_all``
+        raises NotImplementedError): its latest snapshot when that is the one that asked, else
+        the copy kept when it asked (``_keep_shown``), decoded by the framework's own reader:
+        the snapshot a racer loaded before the other racer's run replaced it."""
+        try:
+            snapshots = await p.load_all()
+        except NotImplementedError:
+            pass
+        else:
+            self._rec("snapshots = await p.load_all()")
+            held = self._gate_snapshot(snapshots, thread, gate)
+            return held, f"snapshots[{snapshots.index(held)}]"
+        kept = (self.asked.get(thread) or {}).get(str(gate))
+        last = await self._last(p, thread)
+        if last is not None and last.kind == "node" and (kept is None or last.id == kept):
+            return last, "last"
+        raw = (self.shown.get(thread) or {}).get(str(gate))
+        if raw is None:
+            raise HarnessError(f"the adapter kept no snapshot of {thread!r} with gate {gate} "
+                               "next (the store keeps only its latest)")
+        from pydantic_graph.persistence.in_mem import FullStatePersistence
+
+        decoder = FullStatePersistence()
+        decoder.set_graph_types(self.graph)
+        decoder.load_json(json.dumps([raw]).encode())
+        self._rec(f"shown = <the snapshot {kept!r} as the racer loaded it before the race>")
+        return decoder.history[-1], "shown"
+
+    def _keep_shown(self, thread: str, gate: int) -> None:
+        """For a custom store without history: the snapshot just written (the gate asking) as
+        the store's reader returns it, kept for ``_shown``.  A reader that is a coroutine is
+        not called here (this runs inside the framework's write, on its event loop)."""
+        if self.backend != "custom":
+            return
+        read = self.store.handle(thread).read
+        if read is None:  # no reader: the store has history (custom.require_reader)
+            return
+        try:  # never an exception of ours inside the framework's write
+            result = read()
+            if inspect.isawaitable(result):
+                getattr(result, "close", lambda: None)()
+                return
+            doc = result if isinstance(result, list) else [result]
+            if doc and isinstance(doc[-1], dict):
+                self.shown.set(thread, {**(self.shown.get(thread) or {}), str(gate): doc[-1]})
+        except Exception:  # noqa: BLE001 - no copy kept: _shown then says so, loudly
+            return
 
     async def _resume_docs(self, op: Resume, deps: Deps) -> str:
         """The docs' idiom (``question_graph``'s ``main``): ``load_next()``, then a new node

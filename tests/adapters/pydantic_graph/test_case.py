@@ -140,10 +140,11 @@ def test_recover_spellings_leave_different_traces_in_the_store(harness):
                                   "file-single-resume_ifp-recover_ifp"])
 def test_a_resume_answers_the_gate_the_framework_restores(harness, name):
     """No check of the adapter's own stands in for the interrupt identity pydantic-graph lacks:
-    the answer goes on the restored gate, whichever gate the caller (a racer) was shown."""
+    a plain resume's answer goes on the gate the framework restores.  (A racer, which names the
+    gate it was shown, resumes that gate's snapshot by id: test_racer_gate.py.)"""
     h = harness(name, GATED)
     h.do(Start("t0"))
-    outcome, rows = h.do(Resume("t0", value="a", gate=3))
+    outcome, rows = h.do(Resume("t0", value="a"))
     assert (outcome, rows) == ("completed", [("t0", 2, "a"), ("t0", 3, None)])
 
 
