@@ -124,6 +124,92 @@ def test_a_fork_source_the_thread_moved_past_reads_without_its_finished_tasks(na
     assert case.query("t0") == StateView.of(wf, (1,), {1: "a"}, None)
 
 
+# A Command(resume) addressed at a checkpoint the thread has moved past writes that run's task
+# results (and the interrupt it stops at) into that checkpoint, no new one: the branch's tip,
+# shared with the writes of the runs that went on from it.  The reader counts the results the
+# branch's own last run finished there, and no others (sqlite-func-sync-head-copy/
+# StateMismatch-8b00bfa0aa20 and sqlite-func-sync-head-command/StateMismatch-79ae269f3839 read
+# "done []" where LangGraph held task 1's result: false ✗, 2026-12-07).
+
+
+def test_a_resume_at_a_tip_the_thread_moved_past_reads_the_tasks_it_finished(variant, open_case,
+                                                                             ledger):
+    """start; a __copy__ fork of gate 1 (its checkpoint is the newest); a resume of t0, which
+    reaches its tip by id and finishes task 1 there, then asks gate 2."""
+    wf = Workflow(2, {1, 2}, ("a", "b"))
+    case = open_case(variant("sqlite-func-sync-head-copy"), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    assert run_op(case, Fork("t0", gate=1, value="a", new_thread="f1"), 1,
+                  ledger)[0] == "interrupted"
+    branch = case.query("f1")
+    outcome, rows, _ = run_op(case, Resume("t0", value="a"), 2, ledger)
+    assert (outcome, rows) == ("interrupted", [("t0", 1, "a")])
+    assert "checkpoint_id=<tip>" in case.log[-1]  # the tip the thread moved past, by its id
+    assert case.query("t0") == StateView.of(wf, (1,), {1: "a"}, 2)
+    assert case.query("f1") == branch
+
+
+@pytest.mark.parametrize("kind", ["exception", "sigkill"])
+def test_a_fork_at_a_source_the_thread_moved_past_reads_the_tasks_it_finished(kind, variant,
+                                                                             open_case, ledger,
+                                                                             tmp_path):
+    """start; resume 'a' (the run finishes: the gate's checkpoint holds its task 1 and task 2
+    results); a command fork of gate 1 there that dies after task 1.  The branch's tip is that
+    checkpoint: task 1 is the branch's (its run finished it there), task 2 is t0's only.  With
+    a SIGKILL the branch's run records its finished task before it dies."""
+    from langgraph_testkit import spawn
+
+    v = variant("sqlite-func-sync-head-command")
+    wf = Workflow(2, {1}, ("a", "b"))
+    workdir = tmp_path / "case"
+    case = open_case(v, wf, workdir)
+    run_op(case, Start("t0"), 0, ledger)
+    assert run_op(case, Resume("t0", value="a"), 1, ledger)[0] == "completed"
+    fork = Fork("t0", gate=1, value="a", new_thread="f1", crash=CrashAt(1, "after_commit", kind))
+    if kind == "exception":
+        assert run_op(case, fork, 2, ledger)[0] == "crashed"
+    else:
+        proc = spawn({"variant": v.name, "workflow": wf.to_json(), "workdir": str(workdir),
+                      "ledger": str(ledger.path), "op": fork.to_json(), "seq": 2})
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == -9, err[-2000:]
+        case = open_case(v, wf, workdir)  # a fresh worker reads the store
+    assert ledger.rows(2) == [("f1", 1, "a")]
+    assert case.query("f1") == StateView.of(wf, (1,), {1: "a"}, None)
+    assert case.query("t0") == StateView.of(wf, (1, 2), {1: "a"}, None)
+
+
+def test_a_command_fork_of_a_gate_whose_checkpoint_asks_the_next_gate_is_not_expressible(
+        variant, open_case, ledger):
+    """start; resume 'a' (task 1 returns, gate 2 asks, in the same checkpoint); a command fork
+    of gate 1.  No checkpoint asks gate 1 any more, and a Command(resume) at the one that asked
+    it answers gate 2: the adapter says it cannot express the fork (a tool error), where it
+    used to resume gate 2 (sqlite-func-sync-head-command/DoubleConsume-80a1cc254014, a false
+    ✗).  Nothing runs, nothing is written."""
+    from adapters.protocol import HarnessError
+    from fuzz.internal.hooks import EngineHooks
+
+    wf = Workflow(2, {1, 2}, ("a", "b"))
+    case = open_case(variant("sqlite-func-sync-head-command"), wf)
+    run_op(case, Start("t0"), 0, ledger)
+    assert run_op(case, Resume("t0", value="a"), 1, ledger)[0] == "interrupted"
+
+    def stored():
+        return (case.query("t0"), sorted(r.checkpoint_id for r in case.store.rows("t0")),
+                repr(case.driver._saved("t0").pending_writes))
+
+    before = stored()
+    fork = Fork("t0", gate=1, value="a", new_thread="f1")
+    with pytest.raises(HarnessError, match="not expressible with the command spelling"):
+        case.run(fork, EngineHooks(fork, seq=2, branch="f1", ledger=ledger))
+    assert ledger.rows(2) == []
+    assert stored() == before
+    assert case.driver.table.get("thread:f1") is None
+    # The gate still asked (gate 2) forks as before.
+    outcome, rows, _ = run_op(case, Fork("t0", gate=2, value="b", new_thread="f2"), 3, ledger)
+    assert (outcome, rows) == ("completed", [("f2", 2, "b")])
+
+
 @pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update",
                                   "sqlite-graph-sync-head-update-pydantic",
                                   "memory-graph-sync-head-update"])
