@@ -16,6 +16,7 @@ from adapters.protocol import (
     Durable,
     Fork,
     HarnessError,
+    Refused,
     Recover,
     Resume,
     SideTable,
@@ -68,6 +69,10 @@ class LangGraphCase(Case):
         self.store = open_store(self.spec["saver"], self.workdir, self.spec.get("store_factory"))
         self.table = SideTable(self.workdir)
         self.driver = Driver(self.spec, self.store, self.table)
+        if self.spec.get("guard") == "consume-once":  # ours (-guarded): refusals are its words
+            from .guard import ConsumeOnceGraph
+
+            self.driver.app = ConsumeOnceGraph(self.driver.app, self.store.path, refusal=Refused)
         self.driver.record = lambda source, kind="call": record_call(self.workdir, source, kind)
         self.driver.label = thread_label
         self.log: list[str] = []  # what each operation did, in framework terms

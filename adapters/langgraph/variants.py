@@ -21,7 +21,9 @@ modifier       ``pydantic``: the state is a Pydantic model; ``trunchalf`` / ``tr
                ``tamper(corrupt)`` truncates the SQLite file to half / zero bytes;
                ``drophead``: ``tamper(forged)`` deletes the newest checkpoint (a rollback);
                ``barrier``: a user-level wrapper saver holds each task's saves until the
-               next task begins, so crash points fall inside an ``'async'`` save
+               next task begins, so crash points fall inside an ``'async'`` save;
+               ``guarded``: ours, not LangGraph's: every resume goes through a consume-once
+               guard that claims the interrupt id first (``guard.py``; a mitigation to copy)
 =============  ==============================================================================
 
 Each saver has a default variant (``<saver>-graph-sync-head-update``); the others change one
@@ -42,6 +44,7 @@ MODIFIERS = {
     "trunczero": {"tamper": "trunczero"},
     "drophead": {"tamper": "drophead"},
     "barrier": {"writes": "held"},
+    "guarded": {"guard": "consume-once"},
 }
 
 # (base name without modifier, modifier or "")
@@ -67,6 +70,9 @@ _TABLE = [
     ("sqlite-graph-sync-head-update", "trunchalf"),
     ("sqlite-graph-sync-head-update", "trunczero"),
     ("sqlite-graph-sync-head-update", "drophead"),
+    # ours: SqliteSaver behind a consume-once guard of resumes (guard.py), a positive control
+    ("sqlite-graph-sync-head-update", "guarded"),
+    ("sqlite-graph-sync-cpid-update", "guarded"),
     # the functional API's own spellings and durability (its results are pending writes)
     ("sqlite-func-exit-head-update", ""),
     ("sqlite-func-sync-map-update", ""),
@@ -101,6 +107,9 @@ _WORDS = {
     "drophead": "tamper(forged) deletes the newest checkpoint of the thread",
     "barrier": "a wrapper saver holds each task's saves until the next task begins (a disk as "
                "slow as durability='async' allows; driver.WriteHold)",
+    "guarded": "ours, not LangGraph's: each Command(resume) first claims its interrupt id in a "
+               "claims table of the SQLite file, refusing a second claimant "
+               "(guard.ConsumeOnceGraph)",
 }
 
 
