@@ -1069,6 +1069,7 @@ def _targets(args) -> int:
             "not_expressible": dict(adapter.capabilities(v).not_expressible),
             "stale_handle": adapter.capabilities(v).stale_handle,
             "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope,
+                            "owner": d.owner, **({"remedy": d.remedy} if d.remedy else {}),
                             **_limits(d)} for d in adapter.deviations(v)],
         } for v in adapter.variants()]}, indent=2, ensure_ascii=False))
         return 0
@@ -1083,15 +1084,17 @@ def _targets(args) -> int:
         for d in adapter.deviations(variant):
             limits = "; ".join(k if v is True else f"{k}: {', '.join(v)}"
                                for k, v in _limits(d).items())
-            print(f"  D {d.category}{f' [{limits}]' if limits else ''}: {d.scope} ({d.citation})")
+            owner = " (the caller's)" if d.owner == "caller" else ""
+            print(f"  D{owner} {d.category}{f' [{limits}]' if limits else ''}: {d.scope} "
+                  f"({d.citation})" + (f"; the caller must add: {d.remedy}" if d.remedy else ""))
     return 0
 
 
 def _limits(deviation) -> dict:
     """A deviation's machine-readable limits (``Deviation.ops``, ``after_crash_kinds``,
-    ``rules``, ``superseded``), the non-empty ones, sorted."""
+    ``rules``, ``tamper_hows``, ``superseded``), the non-empty ones, sorted."""
     fields = {"ops": deviation.ops, "after_crash_kinds": deviation.after_crash_kinds,
-              "rules": deviation.rules}
+              "rules": deviation.rules, "tamper_hows": deviation.tamper_hows}
     out = {k: sorted(v) for k, v in fields.items() if v}
     if deviation.superseded:
         out["superseded"] = True

@@ -31,13 +31,14 @@ from pathlib import Path
 
 from refmodel import CATEGORY_INFO
 
+from . import evidence
 from .corpus import CORPUS_DIR, entries
 from .errors import ResumefuzzError, UsageError
 from .promises import promise_for
 from .report import REPORTS_DIR, report_path
 from .trace import detours, load_trace
 
-UPSTREAM = Path("results") / "upstream.json"
+UPSTREAM = Path("results") / evidence.UPSTREAM_NAME
 
 # The distribution whose release a finding is "observed on", per framework target.
 MAIN_DISTRIBUTION = {

@@ -352,7 +352,9 @@ def evidence_files(paths) -> list[tuple[Path, dict]]:
     for p in map(Path, paths):
         if not p.exists():
             raise UsageError(f"{p}: no such file or directory")
-        files = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        # A directory: its evidence files, never the defect ledger's links (UPSTREAM_NAME).
+        files = (sorted(f for f in p.rglob("*.json") if f.name != UPSTREAM_NAME)
+                 if p.is_dir() else [p])
         if p.is_dir() and not files:
             raise UsageError(f"{p}: no evidence files in it")
         found += files
@@ -407,6 +409,12 @@ def load(path: Path) -> dict:
     return doc
 
 
+#: The defect ledger's upstream links (``fuzz.defects``), kept beside the evidence in results/.
+UPSTREAM_NAME = "upstream.json"
+
+
 def load_all(root: Path = RESULTS_DIR) -> list[dict]:
+    """Every evidence file under ``root``: ``<target>/<variant>.json`` (``path_for``); a file at
+    the top (``upstream.json``, the defect ledger's links) is not evidence."""
     root = Path(root)
-    return [load(p) for p in sorted(root.rglob("*.json"))] if root.exists() else []
+    return [load(p) for p in sorted(root.glob("*/*.json"))] if root.exists() else []

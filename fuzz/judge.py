@@ -126,9 +126,16 @@ def superseded(world: World, op: Op, history=()) -> bool:
 
 
 def last_tamper(op: Op, history=()) -> str | None:
-    """How ``op``'s thread was last tampered with (``"forged"``, ...), or ``None``."""
-    return next((done.how for done, _o, _a in reversed(history)
-                 if done.name == "tamper" and done.thread == op.thread), None)
+    """How ``op``'s thread was last tampered with (``"forged"``, ...), or ``None``.  A branch
+    forked from a tampered thread carries what it was forked from (CONTRACT §3: it inherits
+    the damage), so a fork of a fork of a forged dict is still forged."""
+    how: dict = {}
+    for done, _observed, _allowed in history:
+        if done.name == "tamper":
+            how[done.thread] = done.how
+        elif done.name == "fork" and done.thread in how:
+            how[done.new_thread] = how[done.thread]
+    return how.get(op.thread)
 
 
 def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=None,
@@ -158,6 +165,8 @@ def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=N
 #: the model-free predicates (``refmodel.properties``), which count every effect the run fired,
 #: still see it.  Only EO and CO: they count effects, which no adoption rewrites.
 CONSEQUENCES = ("EO", "CO")
+#: How a consequence's detail reads after its property's name (a report tells it apart by them).
+CONSEQUENCE_WORDS = "broken: an effect fired again after the documented deviation"
 
 
 def consequence(workflow: Workflow, op: Op, history, excusing: Judgement, world: World,
@@ -176,8 +185,8 @@ def consequence(workflow: Workflow, op: Op, history, excusing: Judgement, world:
         else:
             category = "LostUpdate" if op.name == "race" else "DoubleConsume"
         cause = excusing.divergence
-        detail = (f"{prop} broken: an effect fired again after the documented deviation "
-                  f"({cause.category}: {cause.detail}); excused by the same citation")
+        detail = (f"{prop} {CONSEQUENCE_WORDS} ({cause.category}: {cause.detail}); excused by "
+                  "the same citation")
         return Judgement(steps[last].allowed, Divergence(category, detail, "consequence"), "D",
                          excusing.citation, world, excusing.owner)
     return None
@@ -224,5 +233,5 @@ def _verdict(index, divergence, verdict, citation, history, seen,
         deviations_seen=tuple(seen))
 
 
-__all__ = ["CONSEQUENCES", "Judgement", "SeenDeviation", "TraceVerdict", "consequence",
+__all__ = ["CONSEQUENCES", "CONSEQUENCE_WORDS", "Judgement", "SeenDeviation", "TraceVerdict", "consequence",
            "crash_kind_of", "judge_step", "judge_trace", "model_for"]

@@ -107,7 +107,7 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
     # The defect ledger beside the matrix, whose cells link to it (``defects.md#<id>``).
     ledger = base.parent / "defects.md"
     found = defects.build(None, options.corpus_dir, options.reports_dir,
-                          Path(options.results_dir) / "upstream.json")
+                          Path(options.results_dir) / evidence.UPSTREAM_NAME)
     atomic_write_text(ledger, defects.render_md(found, base.parent))
     summary.matrix.append(str(ledger))
     summary.seconds = round(time.monotonic() - started, 2)

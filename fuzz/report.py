@@ -21,6 +21,7 @@ from adapters.protocol import atomic_write_text
 from refmodel import CATEGORY_INFO
 
 from .corpus import slug
+from .judge import CONSEQUENCE_WORDS
 from .promises import promise_for, remedy_for, sentence
 from .trace import Trace
 
@@ -194,6 +195,9 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         f"- **Category**: `{f.category}` (switch {info.paper_switch} of the paper's TLA+ model)",
         f"- **Property broken**: {f.property}"
         + (f" ({PROMISES[f.property]})" if f.property in PROMISES else ""),
+        *([] if _selftest(trace) or f.category == "Unclassified" else [
+            f"- **What {trace.target} promises here**: " + sentence(
+                promise_for(trace.target, trace.variant, f.property, f.category), trace.target)]),
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
         *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
@@ -244,6 +248,10 @@ def unfileable(trace: Trace) -> str | None:
     our judge no longer calls it a defect), or diverges in another category (``CHANGED``: what
     it shows now is not what the report says), or a divergence that never came back."""
     f = trace.finding
+    if f.verdict == "D" and f.detail.startswith(f"{f.property} {CONSEQUENCE_WORDS}"):
+        return ("the framework documents the loss this follows from (the citation above); this "
+                "entry records what that loss costs a user, the property it breaks under the "
+                "same citation, so that the matrix never reads it as kept")
     if f.verdict == "D" and f.owner == "caller":
         return ("the state is the caller's: the framework's documentation puts it in the caller's "
                 "hands (the citation above), so what the caller must add is below, and the "

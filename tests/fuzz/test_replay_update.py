@@ -32,7 +32,7 @@ class Scripted:
 
 def update(path, *results, trials=None):
     args = Namespace(trials=trials or len(results), mark_timing=False, update=True,
-                     relabel=False)
+                     relabel=False, retire=False)
     replayer = Scripted(*results)
     _replay_all(args, [path], replayer, [])
     assert not replayer.results, "every scripted replay is used"
@@ -108,7 +108,7 @@ def test_update_records_the_verdict_the_code_gives_now(tmp_path):
     # kept the ✗ they were recorded with after a deviation that covers them was declared: the
     # matrix said ✗ where the code says D.
     path = entry(tmp_path)
-    run = Namespace(trials=2, mark_timing=False, update=True, relabel=False)
+    run = Namespace(trials=2, mark_timing=False, update=True, relabel=False, retire=False)
     _replay_all(run, [path], Judged(("FAILED", 2, "D", "docs: x"), ("FAILED", 2, "D", "docs: x")),
                 [])
     finding = load_trace(path).finding

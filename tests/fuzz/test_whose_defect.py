@@ -245,3 +245,36 @@ def test_a_witness_with_a_detour_is_read_last():
     bad = plain.with_(operations=(Start("t0", bad_output=1), Resume("t0", value="a")))
     assert detours(bad) == 1
     assert detours(bad.with_(finding=Finding("InvalidPersist", "CV", 1, "x"))) == 0
+
+
+def test_a_record_quotes_the_framework_too(tmp_path):
+    # A report with nothing to file (FIXED, or a caller-owned D) still says what the framework
+    # promises, in its header: every report does.
+    path = _entry(tmp_path, "langgraph", "sqlite-graph-sync-head-update", fingerprint="h1")
+    from fuzz.trace import load_trace
+
+    fixed = load_trace(path).with_(status="FIXED")
+    text = render(fixed, str(path))
+    assert "## Upstream issue: nothing to file" in text
+    assert "- **What langgraph promises here**: langgraph promises nothing here" in text
+
+
+def test_a_branch_of_a_forged_dict_is_still_forged():
+    from refmodel import Fork
+
+    from fuzz.judge import last_tamper
+
+    history = [(Start("t0"), ASKED, ()), (Tamper("t0", how="forged"), ASKED, ()),
+               (Fork("t0", gate=1, value="a", new_thread="f1"), DONE, ())]
+    assert last_tamper(Fork("f1", gate=1, value="b", new_thread="f2"), history) == "forged"
+    assert last_tamper(Fork("f1", gate=1, value="b", new_thread="f2"), history[:1]) is None
+
+
+def test_the_upstream_links_beside_the_evidence_are_not_evidence(tmp_path):
+    from fuzz import evidence
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "upstream.json").write_text("{}")
+    assert evidence.load_all(tmp_path / "results") == []
+    with pytest.raises(Exception, match="no evidence files"):
+        evidence.evidence_files([tmp_path / "results"])
