@@ -212,9 +212,9 @@ def _links(path: Path) -> dict:
 
 
 def index(defects: list[Defect]) -> dict:
-    """``(target, variant, fingerprint)`` -> defect id: how the matrix links a cell to its
-    defect."""
-    return {(d.target, v, fp): d.id for d in defects for v, fp in d.fingerprints}
+    """``(target, variant, fingerprint)`` -> its ``Defect``: how the matrix links a cell to its
+    defect, and says whose it is."""
+    return {(d.target, v, fp): d for d in defects for v, fp in d.fingerprints}
 
 
 def render_md(defects: list[Defect], base: Path | None = None) -> str:

@@ -156,9 +156,9 @@ def _row(key, doc, caps, found, now, reports_dir, ledger=None) -> Row:
         by_prop.setdefault(CATEGORY_INFO[category].breaks, []).append(trace)
     for prop in PROPERTIES:
         cells[prop] = _cell(prop, doc, caps, by_prop.get(prop, []), now, reports_dir)
-        witness = cells[prop].detail.get("fingerprint")
-        if witness and ledger:
-            cells[prop].detail["defect"] = ledger.get((target, variant, witness), "")
+        found = (ledger or {}).get((target, variant, cells[prop].detail.get("fingerprint")))
+        if found is not None:  # the ledger says whose it is (a store's, told apart there)
+            cells[prop].detail.update(defect=found.id, owner=found.owner)
     return Row(target, variant, dict(doc["options"]) if doc else {}, cells, other,
                _age(doc["updated"], now) if doc else None)
 

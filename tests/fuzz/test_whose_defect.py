@@ -184,6 +184,14 @@ def test_the_matrix_links_a_cell_to_its_defect(tmp_path):
     (ledger,) = defects.build(corpus_dir=tmp_path / "corpus", upstream=tmp_path / "none.json")
     (row,) = matrix(None, tmp_path / "results", tmp_path / "corpus", tmp_path / "reports")
     assert row.cells["CO"].verdict == "✗" and row.cells["CO"].detail["defect"] == ledger.id
+    assert row.cells["CO"].detail["owner"] == "framework"
+    # A store's own defect reads as the store's in its cell too.
+    _entry(tmp_path / "corpus", "langgraph", "store-lmdb-graph-sync-head-update",
+           fingerprint="e2", store=True)
+    _entry(tmp_path / "corpus", "langgraph", "sqlite-graph-sync-head-update", fingerprint="e1")
+    rows = {r.variant: r for r in matrix(None, tmp_path / "results", tmp_path / "corpus",
+                                         tmp_path / "reports")}
+    assert rows["store-lmdb-graph-sync-head-update"].cells["CO"].detail["owner"] == "framework"
 
 
 def test_defects_command_refuses_bad_input_in_one_line(tmp_path, capsys):
