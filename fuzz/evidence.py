@@ -213,10 +213,11 @@ def capabilities_of(adapter, variant) -> dict:
 
 
 def redeclared(doc: dict, adapter, variant) -> dict:
-    """``doc`` under the variant's capabilities as declared now, its counts of what the variant
-    no longer declares moved to ``withdrawn``, as the next campaign's ``record`` would: a
-    declaration made since (an n/a, CONTRACT §5 "no mechanism, no ✗") must not leave a ✓ that
-    stands on operations the project no longer judges."""
+    """``doc`` under the variant's capabilities and deviations as declared now, its counts of
+    what the variant no longer declares moved to ``withdrawn``: what ``record`` starts every
+    campaign from, and what a declaration made since (an n/a, CONTRACT §5 "no mechanism, no
+    ✗") is applied with to committed evidence without a campaign, so that no ✓ stands on
+    operations the project no longer judges."""
     capabilities = capabilities_of(adapter, variant)
     exercised, withdrawn = withdraw(doc.get("exercised") or {}, capabilities)
     withdrawn = merge_exercised(doc.get("withdrawn"), withdrawn)
@@ -231,11 +232,11 @@ def redeclared(doc: dict, adapter, variant) -> dict:
 def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
     """Merge one variant's campaign result into its evidence file."""
     path = path_for(adapter.name, variant.name, root)
-    old = load(path) if path.exists() else {}
-    capabilities = capabilities_of(adapter, variant)
     # Totals of what the variant no longer declares (a capability withdrawn since they were
-    # counted) leave ``exercised`` for ``withdrawn``: kept, so the file says what was dropped
-    # and why a count fell, but never behind a ✓.
+    # counted) leave ``exercised`` for ``withdrawn`` (``redeclared``): kept, so the file says
+    # what was dropped and why a count fell, but never behind a ✓.
+    old = redeclared(load(path) if path.exists() else {}, adapter, variant)
+    capabilities = old["capabilities"]
     exercised, withdrawn = withdraw(
         merge_exercised(old.get("exercised"), _exercised(result)), capabilities)
     withdrawn = merge_exercised(old.get("withdrawn"), withdrawn)
@@ -263,8 +264,7 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         # campaigns of the same variant (a scratch directory, another machine, a worktree).
         "campaign_ids": campaign_ids(old) + [f"{updated}#{uuid.uuid4().hex[:8]}"],
         "capabilities": capabilities,
-        "deviations": [{"category": d.category, "citation": d.citation, "scope": d.scope}
-                       for d in adapter.deviations(variant)],
+        "deviations": old["deviations"],
         "versions": {**tool_versions(), **dict(adapter.versions())},
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -191,8 +191,8 @@ def _finding_cell(verdict, prop, traces, now, reports_dir) -> Cell:
         text += "; every witness has a tamper before the divergence"
     if len(traces) > 1:
         text += f"; {len(traces)} entries"
-    detail = {"category": f.category, "entries": len(traces), "fingerprint": t.fingerprint,
-              "owner": f.owner}
+    # The witness's fingerprint finds its defect in the ledger, which says whose it is.
+    detail = {"category": f.category, "entries": len(traces), "fingerprint": t.fingerprint}
     if verdict == "D":
         text += f"; {f.citation}"
         detail["citation"] = f.citation

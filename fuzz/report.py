@@ -180,6 +180,7 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         repro = Reproduction(script=repro, checked=False)
     f = trace.finding
     info = CATEGORY_INFO[f.category]
+    promised = _promised(trace)
     verdict = {("D", "caller"): "caller-owned deviation (D): the state is in the caller's hands",
                ("D", "framework"): "documented deviation (D)",
                ("✗", "store"): "defect (✗) of the store under test"}.get(
@@ -195,9 +196,7 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         f"- **Category**: `{f.category}` (switch {info.paper_switch} of the paper's TLA+ model)",
         f"- **Property broken**: {f.property}"
         + (f" ({PROMISES[f.property]})" if f.property in PROMISES else ""),
-        *([] if _selftest(trace) or f.category == "Unclassified" else [
-            f"- **What {trace.target} promises here**: " + sentence(
-                promise_for(trace.target, trace.variant, f.property, f.category), trace.target)]),
+        *([f"- **What {trace.target} promises here**: {promised}"] if promised else []),
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
         *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
@@ -325,10 +324,9 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
         promise = (f"the resume contract allows, at this step, only: {allowed} (every allowed "
                    "outcome is in the trace above); this divergence fits none of the named fault "
                    "categories")
-    elif _selftest(trace):
-        promise = f"the resume contract's property {f.property}: {PROMISES[f.property]}"
-    else:  # the framework's own words, never our contract (CONTRACT §5, "Whose defect")
-        promise = sentence(promise_for(trace.target, trace.variant, f.property, f.category), trace.target)
+    else:
+        promise = _promised(trace) or (
+            f"the resume contract's property {f.property}: {PROMISES[f.property]}")
     remedy = remedy_for(trace.target, trace.variant, f.citation) if f.verdict == "D" else ""
     out = [
         "## Upstream issue (ready to paste)",
@@ -357,6 +355,17 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
     else:
         out += ["**Reproduction**: no standalone script; replay with resumefuzz (above)."]
     return out
+
+
+def _promised(trace: Trace) -> str:
+    """What the framework promises for the finding's property and category, in its own words
+    (or that it promises nothing there): never our contract (CONTRACT §5, "Whose defect").
+    ``""`` for the self-test targets, which have no framework, and an Unclassified finding."""
+    f = trace.finding
+    if _selftest(trace) or f.category == "Unclassified":
+        return ""
+    return sentence(promise_for(trace.target, trace.variant, f.property, f.category),
+                    trace.target)
 
 
 def _title(trace: Trace) -> str:
