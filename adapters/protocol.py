@@ -1,7 +1,7 @@
 """The adapter protocol: everything resumefuzz asks of a framework adapter, in one file.
 
 An *adapter* drives one real framework (LangGraph, CrewAI, ...) through the operations of
-CONTRACT.md section 2 and reads back what its store holds.  The fuzz engine (``fuzz/``) talks to
+docs/contract.md §2 and reads back what its store holds.  The fuzz engine (``fuzz/``) talks to
 adapters only through the names defined here, the way pytest talks to plugins only through
 ``hookspec.py``.  An adapter imports this module, ``refmodel`` (the contract's vocabulary, which
 this module re-exports) and its framework; never another adapter, never ``fuzz`` internals.
@@ -72,7 +72,7 @@ from refmodel import (  # re-exported: the vocabulary of the protocol
     forge_parts,
 )
 
-#: Every operation name an adapter may declare (CONTRACT.md section 2).
+#: Every operation name an adapter may declare (docs/contract.md §2).
 OPERATIONS = ("start", "resume", "recover", "fork", "query", "tamper", "race", "twin_recover",
               "stale_resume")
 #: Operations an adapter must opt into (``Capabilities.operations`` leaves them out by default):
@@ -113,8 +113,8 @@ class Capabilities:
     ``"indistinguishable"`` when the API cannot tell them apart.
 
     ``stale_handle`` says what a caller holds when it resumes through a *stale handle*
-    (``StaleResume``, CONTRACT §2): the framework's own object or id, obtained while the gate
-    was pending (``"the StateSnapshot.config (checkpoint_id) read while the gate asked"``).
+    (``StaleResume``, docs/contract.md §2): the framework's own object or id, obtained while the
+    gate was pending (``"the StateSnapshot.config (checkpoint_id) read while the gate asked"``).
     A variant expresses ``stale_resume`` only with ``"stale_resume"`` in ``operations`` *and* a
     ``stale_handle``; otherwise ``not_expressible["stale_resume"]`` says why it cannot.
     """
@@ -130,7 +130,7 @@ class Capabilities:
     # ``not_expressible["forged <kind>"]``.
     forge_parts: frozenset = frozenset(FORGE_PART_KINDS)
     bad_output: bool = True  # can a task return a value outside the state schema?
-    # What a tamper reaches (CONTRACT.md section 3, "What a tamper reaches"): "thread", only
+    # What a tamper reaches (docs/contract.md §3, "What a tamper reaches"): "thread", only
     # the tampered thread's latest checkpoint; "history", every checkpoint of the tampered thread
     # (one file holds its whole history, or the fork spelling can only read its latest state), so
     # every fork taken from it, but no other branch; "lineage", every branch that shares its
@@ -196,7 +196,7 @@ class Deviation:
     category: str
     citation: str
     scope: str
-    # Whose the excused divergence is (CONTRACT.md section 5, "Whose defect"): "framework", a
+    # Whose the excused divergence is (docs/contract.md §5, "Whose defect"): "framework", a
     # weaker semantics the framework documents for its own store; "caller", state the
     # framework's documentation puts in the caller's hands (AutoGen's ``save_state()`` dict,
     # LlamaIndex's ``ctx.to_dict()``), where ``remedy`` says what the caller must add.
@@ -253,7 +253,7 @@ class Deviation:
 
 #: Who a ``Deviation`` says owns the divergence it excuses.
 DEVIATION_OWNERS = ("framework", "caller")
-#: The properties a ``Promise`` may speak of (CONTRACT.md section 4).
+#: The properties a ``Promise`` may speak of (docs/contract.md §4).
 PROMISE_PROPERTIES = ("PC", "EO", "FD", "CV", "CO", "RD", "FI", "LV")
 
 
@@ -420,7 +420,7 @@ class Case:
         Returns ``"interrupted"`` (a gate is pending) or ``"completed"`` (the run finished, or
         the call was a no-op on a finished run), or ``"ok"`` for a no-op on a stored state that
         neither asks nor is finished (a racer that loaded another racer's run mid-way; a state
-        forged that way): the label CONTRACT section 3 gives a no-op with no status to report.
+        forged that way): the label docs/contract.md §3 gives a no-op with no status to report.
         Let the framework's exception propagate to report a loud refusal (``rejected``), or
         raise ``Refused``; let ``CrashInjected`` propagate (``crashed``).  Anything else the
         adapter raises is a harness error ("Who raised it" above).  The engine reads effects

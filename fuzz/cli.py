@@ -501,7 +501,7 @@ def _replay_all(args, paths, replayer, results) -> None:
 def _retire(path, result) -> None:
     """``replay --retire``: remove an entry whose variant now declares one of its operations
     n/a, and its report.  Recorded before the declaration, it accuses the framework of
-    breaking a mechanism it does not offer (CONTRACT §5: no mechanism, no ✗)."""
+    breaking a mechanism it does not offer (docs/contract.md §5: no mechanism, no ✗)."""
     from . import report
     from .trace import load_trace
 

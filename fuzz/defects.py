@@ -8,8 +8,8 @@ went in before it (tamper kinds, crash kinds, an out-of-schema output) and the d
 detail with its values taken out.  Variants and saver backends are deliberately not part of it.
 
 Each defect carries (``Defect``): the property and category, whose it is (``owner``:
-``framework``, ``store`` or ``caller``, CONTRACT §5 "Whose defect"), the framework's own promise
-it breaks (``fuzz.promises``; or that it promises nothing there), the variants and operation
+``framework``, ``store`` or ``caller``, docs/contract.md §5 "Whose defect"), the framework's own
+promise it breaks (``fuzz.promises``; or that it promises nothing there), the variants and operation
 shapes that show it, the shortest entry with a verified script, the releases it was observed on,
 and an upstream link a maintainer fills in ``results/upstream.json`` (``{defect id: url}``; the
 tool never goes online and never writes that file).

@@ -215,7 +215,7 @@ def capabilities_of(adapter, variant) -> dict:
 def redeclared(doc: dict, adapter, variant) -> dict:
     """``doc`` under the variant's capabilities and deviations as declared now, its counts of
     what the variant no longer declares moved to ``withdrawn``: what ``record`` starts every
-    campaign from, and what a declaration made since (an n/a, CONTRACT §5 "no mechanism, no
+    campaign from, and what a declaration made since (an n/a, docs/contract.md §5 "no mechanism, no
     ✗") is applied with to committed evidence without a campaign, so that no ✓ stands on
     operations the project no longer judges."""
     capabilities = capabilities_of(adapter, variant)

@@ -23,7 +23,7 @@ class Failure(AssertionError):
         self.divergence = divergence
         self.verdict = verdict
         self.citation = citation
-        self.owner = owner  # CONTRACT §5 "Whose defect": "framework", or "caller" for a D
+        self.owner = owner  # docs/contract.md §5 "Whose defect": "framework", or "caller" for a D
 
     @property
     def property(self) -> str:

@@ -15,7 +15,7 @@ deviation lookup, and reported ERROR where the machine would have followed an al
   the divergence (``adapters.protocol.Deviation.covers``), else ``"✗"``;
 - ``world``: the world after the step: the allowed branch the target took, or, after a ``D``,
   the target's observed branch adopted (``Model.adopt``), so that the search goes on under the
-  cited weakening (CONTRACT §5).  After a ``✗`` it is the reference's canonical branch (the
+  cited weakening (docs/contract.md §5).  After a ``✗`` it is the reference's canonical branch (the
   example ends there; the field is only informative).
 
 ``judge_trace(runner_factory, workflow, ops, caps, deviations)`` applies ``ops`` through a fresh
@@ -41,8 +41,8 @@ class Judgement:
     verdict: str | None  # None | "✗" | "D"
     citation: str
     world: World
-    # Whose the divergence is (CONTRACT §5, "Whose defect"): "framework" for a ✗ and for a D the
-    # framework documents; "caller" for a D on state the framework leaves in the caller's hands.
+    # Whose the divergence is (docs/contract.md §5, "Whose defect"): "framework" for a ✗ and for a D
+    # the framework documents; "caller" for a D on state the framework leaves in the caller's hands.
     owner: str = "framework"
 
     @property
@@ -127,7 +127,7 @@ def superseded(world: World, op: Op, history=()) -> bool:
 
 def last_tamper(op: Op, history=()) -> str | None:
     """How ``op``'s thread was last tampered with (``"forged"``, ...), or ``None``.  A branch
-    forked from a tampered thread carries what it was forked from (CONTRACT §3: it inherits
+    forked from a tampered thread carries what it was forked from (docs/contract.md §3: it inherits
     the damage), so a fork of a fork of a forged dict is still forged."""
     how: dict = {}
     for done, _observed, _allowed in history:
@@ -159,9 +159,9 @@ def judge_step(model: Model, world: World, op: Op, observed: Observation, caps=N
                      model.adopt(world, op, observed), deviation.owner)
 
 
-#: The properties whose later violation a D can hide (CONTRACT §5: "A D excuses the divergence
-#: it cites, not its consequences").  After a D the model adopts the target's branch, so an
-#: effect that fires again because a documented-lossy checkpoint was lost is allowed *there*;
+#: The properties whose later violation a D can hide (docs/contract.md §5: "A D excuses the
+#: divergence it cites, not its consequences").  After a D the model adopts the target's branch, so
+#: an effect that fires again because a documented-lossy checkpoint was lost is allowed *there*;
 #: the model-free predicates (``refmodel.properties``), which count every effect the run fired,
 #: still see it.  Only EO and CO: they count effects, which no adoption rewrites.
 CONSEQUENCES = ("EO", "CO")

@@ -268,8 +268,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                 if judgement.verdict == "✗":
                     reject()
             elif judgement.verdict == "D":
-                # A documented deviation does not end the search (CONTRACT §5): record it, go
-                # on from the target's branch; it is raised at the end if nothing worse follows.
+                # A documented deviation does not end the search (docs/contract.md §5): record it,
+                # go on from the target's branch; it is raised at the end if nothing worse follows.
                 self.deviations_seen.append((len(self.history), judgement))
             elif judgement.verdict == "✗":
                 self._fail(len(self.history), op, judgement)

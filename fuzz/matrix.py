@@ -35,7 +35,7 @@ from .trace import detours, load_trace
 
 PROPERTIES = ("PC", "EO", "FD", "CV", "CO", "RD", "FI", "LV")
 
-# What each column means (CONTRACT.md section 4), for the legend.
+# What each column means (docs/contract.md §4), for the legend.
 PROPERTY_NAMES = {
     "PC": "Persisted consistency: the done list, the answers and the effects after every op",
     "EO": "Exactly once: completed work does not run again on recovery",
@@ -289,7 +289,7 @@ def _counts_text(counts: dict, sep: str = " · ") -> str:
 
 
 def _legend_md() -> list[str]:
-    return (["Properties (CONTRACT.md section 4): "
+    return (["Properties (docs/contract.md §4): "
              + "; ".join(f"**{p}** {PROPERTY_NAMES[p]}" for p in PROPERTIES) + ".", "",
              "Cells: " + "; ".join(f"`{v}` {t}" for v, t in VERDICTS.items()) + ".", ""])
 

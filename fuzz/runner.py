@@ -10,7 +10,7 @@ normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` ca
 copy-on-write faults that follow it, and an exit less per case.  A worker that finds a thread or
 an open file of its case still alive after closing it exits instead (``worker.Residue``,
 counted in ``Session.left_behind``).
-``runner.apply(op)`` returns the ``Observation`` of CONTRACT.md section 3: the outcome, the effect
+``runner.apply(op)`` returns the ``Observation`` of docs/contract.md §3: the outcome, the effect
 rows the ledger holds for this op, and the state ``query`` reads afterwards (the worker reads it
 right after the op and sends it unasked: one round trip per op).
 

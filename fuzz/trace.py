@@ -67,7 +67,7 @@ class Finding:
     # A maintainer's note shown at the top of the report: for an entry kept Unclassified, why no
     # category fits (issue 12: every Unclassified entry says so).  Dropped by a relabel.
     note: str = ""
-    # Whose defect (CONTRACT.md §5): "framework", "caller" (a D on caller-owned state) or
+    # Whose defect (docs/contract.md §5): "framework", "caller" (a D on caller-owned state) or
     # "store" (a third-party store's own, set where the framework's built-in store was judged
     # apart from it).  Entries written before the field read "framework".
     owner: str = "framework"

@@ -1,4 +1,4 @@
-"""resumefuzz's reference semantics of the resume contract (``../shared/CONTRACT.md``).
+"""resumefuzz's reference semantics of the resume contract (``docs/contract.md``).
 
 Standard library only, deterministic, and small enough to explore exhaustively.  The public names:
 

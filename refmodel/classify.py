@@ -1,4 +1,4 @@
-"""Map a divergence to its fault category (CONTRACT.md section 5): an ordered table of rules.
+"""Map a divergence to its fault category (docs/contract.md §5): an ordered table of rules.
 
 ``classify(model, world, op, allowed, observed, history=())`` is given the world *before* the op,
 the allowed observations the oracle computed for it, what the target reported, and the steps
@@ -239,9 +239,9 @@ def _fork_answered_earlier_gate(ctx: Context) -> str | None:
 
 def _fork_gate_not_run(ctx: Context) -> str | None:
     # The new branch records the fork's value at the gate, yet the gate never ran there: its
-    # effect did not fire where the reference fires it (CONTRACT §4 FD: the fork "fires e_gate(v)
-    # in the new branch").  Met on LangGraph: a run at the fork's checkpoint had completed the
-    # gate and crashed later, and the fork took that run's cached result instead of running the
+    # effect did not fire where the reference fires it (docs/contract.md §4 FD: the fork "fires
+    # e_gate(v) in the new branch").  Met on LangGraph: a run at the fork's checkpoint had completed
+    # the gate and crashed later, and the fork took that run's cached result instead of running the
     # gate (a retry of the source, not a new branch).
     op = ctx.op
     if not isinstance(op, Fork) or ctx.observed.outcome == "rejected":
@@ -516,52 +516,55 @@ def _unexplained(ctx: Context) -> str:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("tampered-state-used", "InvalidPersist", "CONTRACT §3 What a tamper reaches",
-         _tampered_state_used),
-    Rule("recovery-refires-completed", "Replay", "CONTRACT §5 Replay (R1)",
-         _recovery_refires_completed),
-    Rule("fork-kept-another-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
-         _fork_kept_another_value),
-    Rule("fork-answered-earlier-gate", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
-         _fork_answered_earlier_gate),
-    Rule("fork-never-consumed", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
-         _fork_never_consumed),
-    Rule("fork-gate-not-run", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD (fires e_gate(v) "
-         "in the new branch)", _fork_gate_not_run),
-    Rule("recovery-ignores-fork-value", "ForkIgnore", "CONTRACT §5 ForkIgnore (R2); §4 FD",
-         _recovery_ignores_fork_value),
-    Rule("bad-output-accepted", "InvalidPersist", "CONTRACT §2 BadOutput; §5 InvalidPersist (R3)",
-         _bad_output_accepted),
-    Rule("invalid-state-persisted", "InvalidPersist", "CONTRACT §4 CV; §5 InvalidPersist (R3)",
-         _invalid_state_persisted),
-    Rule("twin-copies-differ", "NondetRecovery", "CONTRACT §5 NondetRecovery (R4); §4 RD",
-         _twin_copies_differ),
+    Rule("tampered-state-used", "InvalidPersist",
+         "docs/contract.md §3 What a tamper reaches", _tampered_state_used),
+    Rule("recovery-refires-completed", "Replay",
+         "docs/contract.md §5 Replay (R1)", _recovery_refires_completed),
+    Rule("fork-kept-another-value", "ForkIgnore",
+         "docs/contract.md §5 ForkIgnore (R2); §4 FD", _fork_kept_another_value),
+    Rule("fork-answered-earlier-gate", "ForkIgnore",
+         "docs/contract.md §5 ForkIgnore (R2); §4 FD", _fork_answered_earlier_gate),
+    Rule("fork-never-consumed", "ForkIgnore",
+         "docs/contract.md §5 ForkIgnore (R2); §4 FD", _fork_never_consumed),
+    Rule("fork-gate-not-run", "ForkIgnore",
+         "docs/contract.md §5 ForkIgnore (R2); §4 FD (fires e_gate(v) in the new branch)",
+         _fork_gate_not_run),
+    Rule("recovery-ignores-fork-value", "ForkIgnore",
+         "docs/contract.md §5 ForkIgnore (R2); §4 FD", _recovery_ignores_fork_value),
+    Rule("bad-output-accepted", "InvalidPersist",
+         "docs/contract.md §2 BadOutput; §5 InvalidPersist (R3)", _bad_output_accepted),
+    Rule("invalid-state-persisted", "InvalidPersist",
+         "docs/contract.md §4 CV; §5 InvalidPersist (R3)", _invalid_state_persisted),
+    Rule("twin-copies-differ", "NondetRecovery",
+         "docs/contract.md §5 NondetRecovery (R4); §4 RD", _twin_copies_differ),
     Rule("stale-handle-consumed-again", "DoubleConsume",
-         "CONTRACT §2 resume through a stale handle; §5 DoubleConsume (R5); §4 CO",
+         "docs/contract.md §2 resume through a stale handle; §5 DoubleConsume (R5); §4 CO",
          _stale_handle_consumed_again),
-    Rule("consumed-gate-fires-again", "DoubleConsume", "CONTRACT §5 DoubleConsume (R5); §4 CO",
-         _consumed_gate_fires_again),
+    Rule("consumed-gate-fires-again", "DoubleConsume",
+         "docs/contract.md §5 DoubleConsume (R5); §4 CO", _consumed_gate_fires_again),
     Rule("stale-answer-consumed", "DoubleConsume",
-         "CONTRACT §5 DoubleConsume (R5): an answer given to one gate answers another, or is "
-         "consumed again by a later op", _stale_answer_consumed),
-    Rule("resume-refires-prefix", "PrefixReplay", "CONTRACT §5 PrefixReplay (R9)",
-         _resume_refires_prefix),
-    Rule("racers-consume-twice", "LostUpdate", "CONTRACT §5 LostUpdate (R11); §4 CO",
-         _racers_consume_twice),
-    Rule("no-answer-in-time", "Stuck", "CONTRACT §3 outcome stuck; §4 LV", _no_answer_in_time),
-    Rule("refused-after-crash", "Stuck", "CONTRACT §4 LV; §5 Stuck (R6)", _refused_after_crash),
+         "docs/contract.md §5 DoubleConsume (R5): an answer given to one gate answers another, "
+         "or is consumed again by a later op", _stale_answer_consumed),
+    Rule("resume-refires-prefix", "PrefixReplay",
+         "docs/contract.md §5 PrefixReplay (R9)", _resume_refires_prefix),
+    Rule("racers-consume-twice", "LostUpdate",
+         "docs/contract.md §5 LostUpdate (R11); §4 CO", _racers_consume_twice),
+    Rule("no-answer-in-time", "Stuck",
+         "docs/contract.md §3 outcome stuck; §4 LV", _no_answer_in_time),
+    Rule("refused-after-crash", "Stuck",
+         "docs/contract.md §4 LV; §5 Stuck (R6)", _refused_after_crash),
     Rule("answer-dropped-after-crash", "Stuck",
-         "CONTRACT §4 LV; §5 Stuck (R6); §3 (asking again is the crash's outcome, not the next "
-         "answer's)", _answer_dropped_after_crash),
+         "docs/contract.md §4 LV; §5 Stuck (R6); §3 (asking again is the crash's outcome, not "
+         "the next answer's)", _answer_dropped_after_crash),
     Rule("pending-gate-refused", "Stuck",
-         "CONTRACT §2 resume (consume it once); §4 LV; §5 Stuck (R6): refused",
+         "docs/contract.md §2 resume (consume it once); §4 LV; §5 Stuck (R6): refused",
          _pending_gate_refused),
-    Rule("state-differs", "StateMismatch", "CONTRACT §3-4 PC (done list, answers)",
-         _state_differs),
+    Rule("state-differs", "StateMismatch",
+         "docs/contract.md §3-4 PC (done list, answers)", _state_differs),
     Rule("completed-work-lost", "StateMismatch",
-         "CONTRACT §4 PC (the persisted state equals the state the durable prefix implies)",
+         "docs/contract.md §4 PC (the persisted state equals the state the durable prefix implies)",
          _completed_work_lost),
-    Rule("unexplained", "Unclassified", "CONTRACT §5 Unclassified", _unexplained),
+    Rule("unexplained", "Unclassified", "docs/contract.md §5 Unclassified", _unexplained),
 )
 
 

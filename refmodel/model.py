@@ -47,8 +47,8 @@ class ThreadModel:
     op on it is refused); ``damaged`` says a tamper *reached* the thread (its own, one of its
     lineage under ``tamper_scope="lineage"`` or ``"listing"``, the whole store under
     ``"store"``, or the checkpoint it was forked from): a loud refusal is then always allowed
-    (CONTRACT §3, "What a tamper reaches").  ``lineage`` is the run a branch was forked from,
-    directly or not (its framework-level thread); ``None`` for a run itself.
+    (docs/contract.md §3, "What a tamper reaches").  ``lineage`` is the run a branch was forked
+    from, directly or not (its framework-level thread); ``None`` for a run itself.
     """
 
     durable: Durable = Durable()
@@ -98,7 +98,8 @@ def _leads_to(earlier: Durable, later: Durable) -> bool:
 
 
 class Model:
-    """The reference semantics of CONTRACT.md for one workflow, optionally with a mutant switch."""
+    """The reference semantics of docs/contract.md for one workflow, optionally with a mutant
+    switch."""
 
     def __init__(self, workflow: Workflow, mutant: str | None = None, *,
                  tamper_scope: str = "thread"):
@@ -199,7 +200,7 @@ class Model:
         return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
 
     def _stale_resume(self, world: World, op: StaleResume):
-        # CONTRACT §2 (stale handle): the gate was consumed already, so the interrupt is
+        # docs/contract.md §2 (stale handle): the gate was consumed already, so the interrupt is
         # consumed once: a loud refusal, or a no-op that fires nothing and changes nothing.
         # A no-op may report the thread's status, or what the stale handle itself shows (its
         # gate pending): the label is the adapter's reading of the call, not a property.
@@ -265,7 +266,7 @@ class Model:
         if self.mutant == "ForkIgnore" and op.gate in source.durable.done:
             value = dict(source.durable.answers).get(op.gate, value)
         # Under a lineage or store reach every checkpoint of a damaged thread shares its bytes:
-        # the branch inherits the damage (CONTRACT §3, "What a tamper reaches").
+        # the branch inherits the damage (docs/contract.md §3, "What a tamper reaches").
         damaged = source.damaged and self.tamper_scope != "thread"
         branch = ThreadModel(checkpoint, ((op.gate, checkpoint),), damaged=damaged,
                              lineage=source.lineage or op.thread)
@@ -351,8 +352,8 @@ class Model:
     def adopt(self, world: World, op: Op, observed: Observation) -> World:
         """The world after ``op`` when the target's ``observed`` branch is taken as the truth.
 
-        Used when a documented deviation (CONTRACT §5) covers a divergence: the example goes on
-        under the cited weakening.  The op's thread (the new branch, for a fork) gets the durable
+        Used when a documented deviation (docs/contract.md §5) covers a divergence: the example goes
+        on under the cited weakening.  The op's thread (the new branch, for a fork) gets the durable
         state the framework persisted (``observed.state``); everything the contract excuses
         (in-flight effect, kept answer, crash kind) comes from the reference's canonical branch,
         with the crash kind of what was observed.  An unreadable or schema-breaking state cannot
@@ -412,7 +413,7 @@ class Model:
         alternatives = [(Observation(outcome, effects, state), after)]
         unasked = _gate_label_choice(wf, after_thread.durable) if outcome == "crashed" else None
         if unasked is not None:
-            # CONTRACT §3: after a crash while an answer was being consumed, or after a task
+            # docs/contract.md §3: after a crash while an answer was being consumed, or after a task
             # whose successor is a gate, "interrupted, gate pending" and "incomplete, nothing
             # pending (the gate will be asked again)" are both allowed: the other label.
             other = world.put(name, replace(after_thread, durable=unasked))
@@ -464,7 +465,7 @@ class Model:
         ]
 
     def _or_refused(self, thread: ThreadModel, world: World, alternatives) -> list[Alternative]:
-        """On a thread a tamper reached, a loud refusal is always allowed (CONTRACT §3)."""
+        """On a thread a tamper reached, a loud refusal is always allowed (docs/contract.md §3)."""
         if thread.damaged and not self.mutant:
             alternatives = list(alternatives) + [self._refused(world, "")]
         return alternatives

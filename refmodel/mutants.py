@@ -1,4 +1,4 @@
-"""Fault categories (CONTRACT.md section 5) and the mutant switches that plant each one.
+"""Fault categories (docs/contract.md §5) and the mutant switches that plant each one.
 
 A mutant is the reference model with exactly one switch on.  The fuzzer's self-tests run it as a
 target that is known to be wrong in one way, and must find that way and name it.
@@ -26,7 +26,7 @@ CATEGORIES = (
 @dataclass(frozen=True, slots=True)
 class CategoryInfo:
     name: str
-    paper_switch: str  # the switch in the paper's TLA+ model
+    paper_switch: str  # the switch in the TLA+ model in Resume Means Resume
     breaks: str  # the property it breaks
     mutant: str  # what the mutant of this name does
 

@@ -1,4 +1,4 @@
-"""Operations a caller can apply (CONTRACT.md section 2) and what is observed (section 3).
+"""Operations a caller can apply (docs/contract.md §2) and what is observed (section 3).
 
 Every operation is a small frozen dataclass with a JSON form; the trace format stores these JSON
 forms, and adapters receive the dataclasses.  Threads and branches are named by the harness
@@ -15,12 +15,12 @@ TAMPER_HOWS = ("corrupt", "invalid", "forged")
 # The kinds of stored part a ``forged`` tamper may edit alone (``Tamper.part``; an ``answer``
 # part names its gate, ``answer:<t>``).
 FORGE_PART_KINDS = ("done", "answer", "pending")
-# What a tamper reaches (CONTRACT §3): the thread's latest checkpoint, the thread's whole history
-# (every checkpoint of it, so every fork of it; no other branch), its lineage (one framework-level
-# thread or file: a run and the forks taken from it), a lineage that only a *listing* of it can
-# see (every checkpoint its own row: another branch meets the damaged row only where the
-# framework or the adapter lists the framework-level thread, and that can only fail loudly), or
-# the whole store.
+# What a tamper reaches (docs/contract.md §3): the thread's latest checkpoint, the thread's whole
+# history (every checkpoint of it, so every fork of it; no other branch), its lineage (one
+# framework-level thread or file: a run and the forks taken from it), a lineage that only a
+# *listing* of it can see (every checkpoint its own row: another branch meets the damaged row only
+# where the framework or the adapter lists the framework-level thread, and that can only fail
+# loudly), or the whole store.
 TAMPER_SCOPES = ("thread", "history", "lineage", "listing", "store")
 # The scopes that reach every branch of a framework-level thread (a tamper's reach), and those
 # under which a checkpoint's bytes are its own row (a fork of an older checkpoint, and a branch
@@ -197,8 +197,8 @@ class TwinRecover(Op):
 
 @dataclass(frozen=True, slots=True)
 class StaleResume(Op):
-    """Resume gate ``gate`` of the thread through a *stale handle* (CONTRACT §2, added): one the
-    caller obtained while ``gate`` was pending, before an earlier op consumed it (a checkpoint
+    """Resume gate ``gate`` of the thread through a *stale handle* (docs/contract.md §2, added): one
+    the caller obtained while ``gate`` was pending, before an earlier op consumed it (a checkpoint
     id, a saved state dict, a flow or context object it still holds), answering ``value``.
 
     The gate was consumed already, so nothing may run: the contract allows a loud refusal or a
@@ -240,7 +240,7 @@ def op_from_json(doc: dict) -> Op:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What the harness records after one operation (CONTRACT.md section 3).
+    """What the harness records after one operation (docs/contract.md §3).
 
     ``effects`` is a sorted tuple of ``(branch, task, value)`` rows, one per firing.  ``state`` is
     the op's thread as ``query`` reports it; in an *expected* observation ``None`` means "not

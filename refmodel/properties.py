@@ -1,16 +1,16 @@
-"""One predicate per property of CONTRACT.md section 4, over a recorded history.
+"""One predicate per property of docs/contract.md §4, over a recorded history.
 
 These read only what was observed (and the ops that were issued), like Elle reads a history:
 they are a second, model-free check on the same run, and they name the *property* a report cites.
 Each returns the index of the first step that breaks the property, or ``None``.
 FI is not a predicate over a history: it is read from an adapter's declaration (see the matrix).
 
-A tamper damages what shares its bytes (CONTRACT §3, "What a tamper reaches"): ``tamper_scope``
-says how far (``"thread"``, ``"history"``, ``"lineage"``, ``"listing"``, ``"store"``).  On a damaged
-thread a refusal is correct and a silent continuation is a CV matter, so FD, LV and PC do not
-judge steps on damaged threads.  ``"listing"`` reads as ``"lineage"`` here: a branch it reached
-may refuse, so its steps are not judged; the classifier (``classify.py``) judges what such a
-branch does besides refusing as on intact data.
+A tamper damages what shares its bytes (docs/contract.md §3, "What a tamper reaches"):
+``tamper_scope`` says how far (``"thread"``, ``"history"``, ``"lineage"``, ``"listing"``,
+``"store"``).  On a damaged thread a refusal is correct and a silent continuation is a CV matter, so
+FD, LV and PC do not judge steps on damaged threads.  ``"listing"`` reads as ``"lineage"`` here: a
+branch it reached may refuse, so its steps are not judged; the classifier (``classify.py``) judges
+what such a branch does besides refusing as on intact data.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ class Cut:
 
 
 def cut(events: list[Event], crash: CrashAt | None) -> Cut:
-    """Apply a crash point to a run (CONTRACT.md section 2, crash points)."""
+    """Apply a crash point to a run (docs/contract.md §2, crash points)."""
     for i, event in enumerate(events):
         if crash is not None and getattr(event, "task", None) == crash.task:
             if crash.phase == "before_effect" and isinstance(event, Begin):

@@ -1,6 +1,6 @@
 """The resume plane's static part: a workflow, and the persisted state a caller can read.
 
-CONTRACT.md section 1.  A ``Workflow(n, gates, values)`` runs tasks ``1..n`` in order; a gated
+docs/contract.md §1.  A ``Workflow(n, gates, values)`` runs tasks ``1..n`` in order; a gated
 task pauses for a resume value drawn from ``values``.  A ``StateView`` is what ``query`` reports
 about one thread's persisted state; every adapter must produce one from its framework's store
 without running anything.
@@ -88,7 +88,7 @@ class StateView:
         return dict(self.answers).get(task)
 
     def is_valid(self, workflow: Workflow) -> bool:
-        """Does this content fit the workflow's state schema (CONTRACT.md, CV)?"""
+        """Does this content fit the workflow's state schema (docs/contract.md, CV)?"""
         if self.done != tuple(range(1, len(self.done) + 1)) or len(self.done) > workflow.n:
             return False
         answered = {t for t, _ in self.answers}

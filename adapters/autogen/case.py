@@ -134,7 +134,7 @@ class AutoGenCase(Case):
             raise
         if how == NOOP:
             # The documented HITL loop answers only a saved state that asks, so the run was not
-            # called: a no-op (CONTRACT section 3), labelled with the status it read, or ``ok``
+            # called: a no-op (docs/contract.md §3), labelled with the status it read, or ``ok``
             # when that state neither asks nor is finished (a racer that loaded the winner's
             # run mid-way; a forged state, which ``load_state`` accepted without a word).
             status = self.query(thread).status

@@ -41,8 +41,8 @@ STATE_DOC = "https://microsoft.github.io/autogen/stable/user-guide/agentchat-use
 HITL_DOC = ("https://microsoft.github.io/autogen/stable/user-guide/agentchat-user-guide/tutorial/"
             "human-in-the-loop.html")
 TAG = "microsoft/autogen python-v0.7.5 (83afbf5857aa)"
-# Where AutoGen's documentation puts the team state in the caller's hands (CONTRACT §5, "Whose
-# defect"): the caller serializes the dict and stores it, so what happens to it between calls
+# Where AutoGen's documentation puts the team state in the caller's hands (docs/contract.md §5,
+# "Whose defect"): the caller serializes the dict and stores it, so what happens to it between calls
 # (two processes loading it, a forged copy) is the caller's, a D with what the caller must add.
 CALLER_STATE = (
     f"{STATE_DOC} ('Persisting State (File or Database)'; {TAG} "

@@ -95,8 +95,8 @@ def _tamper_scope(o) -> str:
     return "listing" if o["saver"] == "sqlite" else "lineage"
 
 
-# No mechanism, no ✗ (CONTRACT §5, "Whose defect"): what LangGraph does not check, a variant does
-# not judge; the -pydantic variant judges the validator LangGraph offers.
+# No mechanism, no ✗ (docs/contract.md §5, "Whose defect"): what LangGraph does not check, a variant
+# does not judge; the -pydantic variant judges the validator LangGraph offers.
 NO_TYPED_VALIDATION = (
     "LangGraph validates no TypedDict state: a StateGraph coerces a node's input to its state "
     "schema only for a Pydantic model or a dataclass (langgraph 1.2.24 langgraph/graph/state.py:"

@@ -166,8 +166,8 @@ NO_PENDING_RECORD = {
 }
 
 
-# Where LlamaIndex's documentation puts the core snapshot in the caller's hands (CONTRACT §5,
-# "Whose defect"): the caller serializes ctx.to_dict() and stores it, so two processes restoring
+# Where LlamaIndex's documentation puts the core snapshot in the caller's hands (docs/contract.md
+# §5, "Whose defect"): the caller serializes ctx.to_dict() and stores it, so two processes restoring
 # it, a stale copy or a forged one are the caller's, a D with what the caller must add.
 CALLER_STORE_DOC = (
     "https://developers.llamaindex.ai/python/llamaagents/workflows/human_in_the_loop/ "

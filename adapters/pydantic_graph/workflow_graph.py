@@ -105,7 +105,7 @@ def build(shape: str, workflow: Workflow) -> Built:
 
 
 def _body(node, task: int, ctx, answer: str | None) -> None:
-    """The task body of CONTRACT.md: begin, (gate value), one effect, write the output."""
+    """The task body of docs/contract.md: begin, (gate value), one effect, write the output."""
     hooks = ctx.deps.hooks
     hooks.task_begins(task)
     value = answer if task in _gates(ctx) else None

@@ -10,7 +10,7 @@ Two kinds of flakiness reach us from a target that races or writes in the backgr
   remembers it.
 
 Either way a failure that was raised once is a finding, kept as timing-dependent (its rate is
-measured before it is kept, CONTRACT §6).  Used by the campaign and the pytest plugin alike.
+measured before it is kept, docs/contract.md §6).  Used by the campaign and the pytest plugin alike.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Machine level: a documented deviation (D) does not end the search (CONTRACT §5).
+"""Machine level: a documented deviation (D) does not end the search (docs/contract.md §5).
 
 The target is the reference with two planted defects.  A resume persists the next value in line
 as the gate's answer (the StateMismatch switch), which the adapter *documents* (a D).  And a

@@ -68,7 +68,7 @@ def test_the_adopted_branch_is_the_frameworks_and_a_d_alone_is_the_verdict():
 
 
 def test_a_d_excuses_its_consequence_but_records_it():
-    # CONTRACT §5: after the lagging checkpoint (a D), recovery re-runs task 2, whose effect
+    # docs/contract.md §5: after the lagging checkpoint (a D), recovery re-runs task 2, whose effect
     # fires a second time.  The adopted branch allows it, so the model alone would read EO ✓;
     # the verdict is a D on EO (Replay) with the same citation, and it is the one reported.
     verdict = judge_trace(lambda wf: Scripted(SCRIPT[:2]), WF, OPS[:2], Capabilities(), [LAGGING])

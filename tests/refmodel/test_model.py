@@ -1,4 +1,4 @@
-"""Each operation's semantics on hand-written cases (CONTRACT.md sections 2 and 3)."""
+"""Each operation's semantics on hand-written cases (docs/contract.md §2 and §3)."""
 
 import pytest
 

@@ -25,8 +25,8 @@ def test_reference_never_diverges_from_itself():
 
 
 def test_reference_state_counts_are_stable():
-    # 10, not 8: a crash after task 1 (before the gate) may leave either label (CONTRACT §3);
-    # 118, not 116: so may a crash as recovery enters the pending gate again.
+    # 10, not 8: a crash after task 1 (before the gate) may leave either label (docs/contract.md
+    # §3); 118, not 116: so may a crash as recovery enters the pending gate again.
     assert explore_reference(WF, 2) == [10, 118]
 
 

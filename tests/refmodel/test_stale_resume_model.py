@@ -1,4 +1,5 @@
-"""A resume through a stale handle (CONTRACT §2): allowed outcomes, preconditions, labels."""
+"""A resume through a stale handle (docs/contract.md §2): allowed outcomes, preconditions,
+labels."""
 
 import pytest
 

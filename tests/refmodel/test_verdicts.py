@@ -211,7 +211,7 @@ def test_refusing_before_running_after_a_crash_is_stuck_even_with_a_bad_output()
 def test_rules_are_a_cited_table_ending_in_unclassified():
     assert RULES[0].name == "tampered-state-used" and RULES[0].category == "InvalidPersist"
     assert RULES[-1].category == "Unclassified"
-    assert all(rule.clause.startswith("CONTRACT §") for rule in RULES)
+    assert all(rule.clause.startswith("docs/contract.md §") for rule in RULES)
     assert len({rule.name for rule in RULES}) == len(RULES)
 
 
@@ -219,7 +219,8 @@ def test_every_divergence_names_its_rule_and_clause():
     model = Model(GATE2)
     observed = Observation("rejected", (), view(GATE2, ()))
     divergence = judge(model, World(), Start("t0"), observed)
-    assert (divergence.rule, divergence.clause) == ("unexplained", "CONTRACT §5 Unclassified")
+    assert (divergence.rule, divergence.clause) == ("unexplained",
+                                                     "docs/contract.md §5 Unclassified")
 
 
 def test_a_forks_value_answering_a_gate_it_never_reaches_is_double_consume():
@@ -546,8 +547,9 @@ def test_asking_again_with_the_finished_run_kept_is_not_that_rule():
 
 def test_a_crash_entering_the_pending_gate_on_recover_may_leave_nothing_pending():
     # LangGraph's graph API clears the interrupt as the gate node starts again: after a SIGKILL
-    # there, the thread reads "incomplete, nothing pending".  CONTRACT §3 allows that label after
-    # any crash whose next task is a gate; the same label after task 1 completed is not allowed.
+    # there, the thread reads "incomplete, nothing pending".  docs/contract.md §3 allows that label
+    # after any crash whose next task is a gate; the same label after task 1 completed is not
+    # allowed.
     model = Model(GATE2)
     world, history = walk(model, [Start("t0")])
     recover = Recover("t0", crash=CrashAt(2, "before_effect", "sigkill"))

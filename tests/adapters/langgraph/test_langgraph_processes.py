@@ -102,7 +102,7 @@ def test_the_barrier_variant_reaches_the_documented_async_loss_as_a_d(task, phas
     if lost:
         # The lost save is the documented D (StateMismatch); the recovery then runs task t
         # again and fires its effect twice: EO under the same citation (a D's consequence,
-        # CONTRACT §5), which is what the trace reports.
+        # docs/contract.md §5), which is what the trace reports.
         assert (result.status, result.category, result.verdict) == ("CHANGED", "Replay", "D")
         assert "'async'" in result.detail  # the citation of the durability docstring
         seen = [d.divergence.category for d in result.judged.deviations_seen]

@@ -1,4 +1,4 @@
-"""A racer answers only the question it was shown (CONTRACT section 2, ``race``).
+"""A racer answers only the question it was shown (docs/contract.md §2, ``race``).
 
 The engine runs a race as k ``Resume(thread, value, gate=<the gate pending when the race began>)``
 ops in k worker processes.  On pydantic-graph a racer that came once another had returned used to
