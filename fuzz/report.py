@@ -27,9 +27,10 @@ from .trace import Trace
 
 REPORTS_DIR = Path("shrink_reports")
 SEMANTICS = Path("docs/semantics.md")
+CONTRACT = Path("docs/contract.md")
 BUILTIN_TARGETS = ("reference", "langgraph", "crewai", "llamaindex", "pydantic-graph", "autogen")
 
-#: CONTRACT.md section 4, one line per property: what a framework promises.
+#: docs/contract.md §4, one line per property: what a framework promises.
 PROMISES = {
     "PC": "after every operation the persisted state equals the state its durable prefix implies, "
           "and every effect that fired is reflected in it",
@@ -163,10 +164,10 @@ def _selftest(trace: Trace) -> bool:
     return trace.target == "reference" or trace.target.startswith("mutant:")
 
 
-def _semantics_link(path: Path | None) -> str:
+def _semantics_link(path: Path | None, doc: Path = SEMANTICS) -> str:
     """Relative to the report: reports live three levels below the reports directory, which
     sits at the top of the repository (``shrink_reports/<target>/<variant>/<name>.md``)."""
-    return "../../../" + SEMANTICS.as_posix() if path is not None else SEMANTICS.as_posix()
+    return "../../../" + doc.as_posix() if path is not None else doc.as_posix()
 
 
 def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
@@ -188,12 +189,14 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
     if unfileable(trace) is not None:
         verdict += ", as recorded (nothing to file now: see the end)"
     semantics = _semantics_link(path)
+    contract = _semantics_link(path, CONTRACT)
     allowed = list(allowed or [])
     rate = getattr(repro, "reproduces", None)
     lines = [f"# {f.category} in {trace.target} [{trace.variant}]", "", *_note(f),
              *_banners(trace, repro)]
     lines += [
-        f"- **Category**: `{f.category}` (switch {info.paper_switch} of the paper's TLA+ model)",
+        f"- **Category**: `{f.category}` (switch {info.paper_switch} of the TLA+ model in "
+        f"*Resume Means Resume*, [contract §5]({contract}#5-fault-categories))",
         f"- **Property broken**: {f.property}"
         + (f" ({PROMISES[f.property]})" if f.property in PROMISES else ""),
         *([f"- **What {trace.target} promises here**: {promised}"] if promised else []),
@@ -226,9 +229,9 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
                      f" | {cell(_obs(observed))} |")
     lines += [
         "",
-        "*Allowed* lists every outcome the contract allows (CONTRACT.md §3, with the choices "
-        f"it leaves open settled in [our semantics notes]({semantics})); the observation "
-        "diverges when it is none of them.",
+        f"*Allowed* lists every outcome the contract allows ([contract §3]({contract}"
+        "#3-observations), with the choices it leaves open settled in [our semantics notes]"
+        f"({semantics})); the observation diverges when it is none of them.",
         "",
         "## Replay",
         "",
@@ -359,7 +362,7 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
 
 def _promised(trace: Trace) -> str:
     """What the framework promises for the finding's property and category, in its own words
-    (or that it promises nothing there): never our contract (CONTRACT §5, "Whose defect").
+    (or that it promises nothing there): never our contract (docs/contract.md §5, "Whose defect").
     ``""`` for the self-test targets, which have no framework, and an Unclassified finding."""
     f = trace.finding
     if _selftest(trace) or f.category == "Unclassified":
