@@ -186,7 +186,7 @@ def test_max_time_caps_shrinking_a_stuck_finding(tmp_path):
     code = cmd.finish(timeout=300)
     elapsed = time.monotonic() - started
     assert code == 1, "".join(cmd.err)[-2000:]
-    # The margin the README states: 5% + one op timeout (interpreter start-up included here).
+    # The margin docs/cli.md states: 5% + one op timeout (interpreter start-up included here).
     assert elapsed <= budget * 1.05 + op_timeout, elapsed
     summary = json.loads(cmd.out)
     assert [f["category"] for f in summary["findings"]] == ["Stuck"]
