@@ -1,7 +1,7 @@
 """The reference documentation matches the code, and nothing a reader opens points outside the
 repository.  ``docs/cli.md`` is written by hand, so without this a flag added to (or removed from)
-the parser drifts away from its documentation unnoticed; a link to a file a clone does not have
-(the contract once lived in ``../shared/``) leaves a newcomer with nothing to read."""
+the parser drifts away from its documentation unnoticed, and a link to a file a clone does not
+have leaves a newcomer with nothing to read."""
 
 from __future__ import annotations
 
