@@ -438,7 +438,7 @@ def _store_banner(adapter, variants, out) -> None:
 
 
 def _replay(args) -> int:
-    from .corpus import entries
+    from .corpus import read_entries
     from .replay import Replayer, summarize
 
     _positive("--trials", args.trials, integer=True)
@@ -448,12 +448,9 @@ def _replay(args) -> int:
     if args.collect_garbage and writes:
         raise UsageError(f"--collect-garbage with {writes[0]}: what an entry records is of "
                          "replays as a campaign runs them, without the forced collections")
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        raise UsageError(f"no such file or folder: {missing[0]}")
-    paths = entries(args.paths or None)
-    if not paths:
-        raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
+    # Every entry is read before the first replay: a bad file is one line and exit 2, not an
+    # ERROR row after an hour of replays (nor a traceback for a binary file).
+    paths = [path for path, _ in read_entries(args.paths or None)]
     replayer = Replayer(args.op_timeout, args.target, store=args.store,
                         collect_garbage=args.collect_garbage)
     results = []
@@ -604,14 +601,14 @@ def _minimize(args) -> int:
     from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
     from .runner import Session, Settings
     from .targets import prepare_store, resolve_registered, select_variants, use_store
-    from .trace import dump_trace, load_trace
+    from .trace import dump_trace
 
     _positive("--max-time", args.max_time)
     _positive("--op-timeout", args.op_timeout)
     if args.verify < 0:
         raise UsageError("--verify must be 0 or more")
-    paths = corpus.entries(args.paths)
-    traces = [(path, load_trace(path)) for path in paths]  # a bad file stops us before any run
+    traces = corpus.read_entries(args.paths, required=False)  # a bad file stops us before any run
+    paths = [path for path, _ in traces]
     unfound = [str(p) for p, t in traces if t.finding is None]
     if not paths or unfound:
         raise UsageError(f"nothing to minimize: {', '.join(unfound) or ' '.join(args.paths)}"
@@ -731,13 +728,11 @@ def _dedupe(args) -> int:
     the shortest is kept.  Lists the others; ``--apply`` removes them with their reports."""
     from pathlib import Path
 
-    from .corpus import duplicates, entries, remove
+    from .corpus import duplicates, read_entries, remove
 
-    for p in args.paths:
-        if not Path(p).exists():
-            raise UsageError(f"{p}: no such file or directory")
-    paths = entries([Path(p) for p in args.paths] or None)
-    pairs = duplicates(paths)  # every file is read (and validated) before anything is removed
+    # Every file is read (and validated) before anything is removed.
+    paths = [path for path, _ in read_entries(args.paths or None, required=False)]
+    pairs = duplicates(paths)
     for redundant, kept in pairs:
         print(f"{'removed' if args.apply else 'redundant'}: {redundant} (kept {kept})")
         if args.apply:
@@ -798,19 +793,12 @@ def _report(args) -> int:
     from pathlib import Path
 
     from . import reprocheck
-    from .corpus import entries
+    from .corpus import read_entries
     from .targets import prepare_store, resolve, resolve_registered, select_variants, use_store
-    from .trace import load_trace
 
     if args.verify < 0:
         raise UsageError("--verify must be 0 or more")
-    for p in args.paths:
-        if not Path(p).exists():
-            raise UsageError(f"{p}: no such file or directory")
-    paths = entries([Path(p) for p in args.paths])
-    if not paths:
-        raise UsageError(f"no corpus entries under {', '.join(args.paths)}")
-    traces = [(path, load_trace(path)) for path in paths]
+    traces = read_entries(args.paths)
     adapters: dict = {}
     jobs = []
     for path, trace in traces:  # everything is checked before anything is written
@@ -956,6 +944,10 @@ def _nightly(args) -> int:
 
         for name in args.targets:
             resolve(name)  # an unknown target is a usage error before anything runs
+    if Path(args.corpus).is_dir():  # replayed after the campaigns: refused before them
+        from .corpus import read_entries
+
+        read_entries([args.corpus], required=False)
     options = NightlyOptions(args.targets, args.per_campaign, args.total, args.max_examples,
                              args.jobs, args.seed, args.profile, args.op_timeout,
                              Path(args.corpus), Path(args.reports), Path(args.results),
@@ -986,8 +978,13 @@ def _nightly(args) -> int:
 def _matrix(args) -> int:
     from adapters.protocol import atomic_write_text
 
+    from .corpus import read_entries
     from .matrix import build, relative_links, render
 
+    # The matrix lists an unreadable entry under its table; given on the command line, a corpus
+    # with a file that is no trace is refused up front instead (one line, exit 2).
+    if Path(args.corpus).exists():
+        read_entries([args.corpus], required=False)
     rows = build(args.targets or None, Path(args.results), Path(args.corpus), Path(args.reports))
     if not rows:
         raise UsageError(f"no evidence under {args.results}/ and no findings under {args.corpus}/: "
@@ -1008,6 +1005,7 @@ def _matrix(args) -> int:
 def _defects(args) -> int:
     from adapters.protocol import atomic_write_text
 
+    from .corpus import read_entries
     from .defects import build, render_json, render_md
     from .targets import known_targets
 
@@ -1016,6 +1014,8 @@ def _defects(args) -> int:
             raise UsageError(f"--framework {name!r}: not a target ({', '.join(known_targets())})")
     if not Path(args.corpus).is_dir():
         raise UsageError(f"--corpus {args.corpus}: not a directory")
+    # The ledger skips what it cannot read; on the command line a bad file is refused up front.
+    read_entries([args.corpus], required=False)
     defects = build(args.framework, Path(args.corpus), Path(args.reports), Path(args.upstream))
     if args.json:
         text = render_json(defects)
