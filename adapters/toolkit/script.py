@@ -535,7 +535,8 @@ def snippet(name: str) -> str:
     a function or class, or a module-level assignment (``"A, B"`` names the assignment whose
     targets are those).  Docstrings and comment lines are left out: they explain the runtime to
     us; the script is short, and the names say what it does.  ``atexit:WORD``: the statement
-    ``atexit.register(...)`` that mentions ``WORD`` (what a script does as it exits)."""
+    ``atexit.register(...)`` that mentions ``WORD`` (what a script does as it exits), at the
+    top level or under ``if __name__ == "__main__"`` (what only a script runs)."""
     module = repro_runtime
     if name.startswith("local:"):
         module, name = repro_runtime_local, name.partition(":")[2]
@@ -544,10 +545,10 @@ def snippet(name: str) -> str:
         source = without_docstring(inspect.getsource(obj))
         return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     text = inspect.getsource(module)
-    nodes = ast.parse(text).body
-    for node in nodes:  # a script's own top-level statements, which the engine must not run
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
-            nodes += node.body
+    nodes = []
+    for node in ast.parse(text).body:  # and a script's own statements, which the engine skips
+        main = isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+        nodes += node.body if main else [node]
     for node in nodes:
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]).strip("()") == name:
             return ast.get_source_segment(text, node)
