@@ -100,12 +100,49 @@ def _writable(flag: str, value) -> Path:
     return path
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the text already shows it
+    (``%(default)s``): a user should not have to read the source to learn where a command
+    writes or how long it waits.  A flag (False) or an option with no default (None) says
+    nothing; an empty list reads "none"."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("%(default)" in text or not action.option_strings
+                or action.default in (None, False, argparse.SUPPRESS)):
+            return text
+        return f"{text} (default: {'none' if action.default == [] else '%(default)s'})"
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def _version() -> str:
+    """``resumefuzz <version> (hypothesis <version>, Python <version>)``, from the installed
+    packages' metadata: what a bug report needs to say which engine found a finding."""
+    import platform
+    from importlib import metadata
+
+    def of(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            return "unknown"
+
+    return (f"resumefuzz {of('resumefuzz')} (hypothesis {of('hypothesis')}, "
+            f"Python {platform.python_version()})")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="resumefuzz",
         description="Differential fuzzing of checkpoint, interrupt and resume semantics.",
     )
-    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("fuzz", help="fuzz a target against the reference model")
     p.add_argument("target", help="reference, mutant:<Category>, a framework name, or mod:Class")
@@ -123,11 +160,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=("dev", "ci", "nightly"),
                    help="settings profile (default: $RESUMEFUZZ_PROFILE, else ci under CI, else dev)")
     p.add_argument("--op-timeout", type=float, default=30.0, metavar="S",
-                   help="seconds an operation may take before it counts as stuck (default 30)")
+                   help="seconds an operation may take before it counts as stuck")
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
     p.add_argument("--results", default="results", metavar="DIR",
-                   help="where campaign evidence for the matrix is recorded (default results/)")
+                   help="where campaign evidence for the matrix is recorded")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--no-shrink", action="store_true",
                    help="keep failures as found, unshrunk (quick smoke runs)")
@@ -172,7 +209,8 @@ def _parser() -> argparse.ArgumentParser:
                         "process whose history collects at that moment; "
                         "not with --mark-timing, --update or --relabel: what an entry records is "
                         "of replays as campaigns run them")
-    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds an operation may take before it counts as stuck")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.add_argument("--store", metavar="MOD:FUNC",
                    help="the store factory of entries fuzzed with --store (never read from an entry)")
@@ -184,12 +222,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop minimizing an entry after S seconds (keep the best so far)")
     p.add_argument("--replace", action="store_true",
                    help="remove an entry (and its report) that a shorter one replaces")
-    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds an operation may take before it counts as stuck")
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="write new entries here")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
     p.add_argument("--verify", type=int, default=3, metavar="N",
                    help="run each new entry's reproduction script N times in a fresh interpreter "
-                        "(default 3, as a campaign does; 0: generate only)")
+                        "(default %(default)s, as a campaign does; 0: generate only)")
     p.add_argument("--store", metavar="MOD:FUNC",
                    help="the store factory of entries fuzzed with --store (never read from an "
                         "entry); entries of other factories are left out, and counted")
@@ -197,10 +236,10 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_minimize)
 
     p = sub.add_parser("explore", help="enumerate operation sequences on the reference and mutants")
-    p.add_argument("--n", type=int, default=3, help="tasks (default 3)")
-    p.add_argument("--gates", default="2", help="comma-separated gated tasks (default 2)")
-    p.add_argument("--values", default="a,b", help="comma-separated resume values (default a,b)")
-    p.add_argument("--depth", type=int, default=3, help="operations per sequence (default 3)")
+    p.add_argument("--n", type=int, default=3, help="tasks in the workflow")
+    p.add_argument("--gates", default="2", help="comma-separated gated tasks")
+    p.add_argument("--values", default="a,b", help="comma-separated resume values")
+    p.add_argument("--depth", type=int, default=3, help="operations per sequence")
     p.add_argument("--target", help="only the operations this target can express (its capabilities)")
     p.add_argument("--variant", help="the target's variant (needed when it has several)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -210,27 +249,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--targets", nargs="+", metavar="T",
                    help="targets (default: reference and every installed framework adapter)")
     p.add_argument("--per-campaign", type=float, default=600.0, metavar="S",
-                   help="seconds per target-variant campaign, at most (default 600)")
+                   help="seconds per target-variant campaign, at most")
     p.add_argument("--total", type=float, default=3600.0, metavar="S",
-                   help="seconds for all campaigns together (default 3600)")
+                   help="seconds for all campaigns together")
     p.add_argument("--max-examples", type=int, metavar="N",
                    help="a fixed example budget per campaign instead of a time budget")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="campaigns run at once")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--profile", choices=("dev", "ci", "nightly"), default="nightly")
-    p.add_argument("--op-timeout", type=float, default=60.0, metavar="S")
-    p.add_argument("--corpus", default="corpus", metavar="DIR")
-    p.add_argument("--reports", default="shrink_reports", metavar="DIR")
-    p.add_argument("--results", default="results", metavar="DIR")
+    p.add_argument("--seed", type=int, help="seed the example generation (reproducible runs)")
+    p.add_argument("--profile", choices=("dev", "ci", "nightly"), default="nightly",
+                   help="settings profile of the campaigns")
+    p.add_argument("--op-timeout", type=float, default=60.0, metavar="S",
+                   help="seconds an operation may take before it counts as stuck")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
+    p.add_argument("--results", default="results", metavar="DIR",
+                   help="evidence directory (the matrix goes to its matrix/ folder)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.set_defaults(func=_nightly)
 
     p = sub.add_parser("matrix", help="render the conformance matrix from evidence and corpus")
     p.add_argument("targets", nargs="*", metavar="TARGET", help="only these targets")
-    p.add_argument("--format", choices=("md", "html", "json"), default="md")
+    p.add_argument("--format", choices=("md", "html", "json"), default="md",
+                   help="output format")
     p.add_argument("--results", default="results", metavar="DIR", help="evidence directory")
-    p.add_argument("--corpus", default="corpus", metavar="DIR")
-    p.add_argument("--reports", default="shrink_reports", metavar="DIR")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
+    p.add_argument("--reports", default="shrink_reports", metavar="DIR",
+                   help="reports directory (the cells link to them)")
     p.add_argument("--output", metavar="FILE", help="write here (links made relative to it)")
     p.set_defaults(func=_matrix)
 
@@ -238,11 +282,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--framework", action="append", metavar="T",
                    help="only this target (repeatable; default: every target in the corpus)")
     p.add_argument("--json", action="store_true", help="print the ledger as JSON")
-    p.add_argument("--corpus", default="corpus", metavar="DIR", help="default corpus/")
+    p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR",
-                   help="default shrink_reports/")
+                   help="reports directory")
     p.add_argument("--upstream", default="results/upstream.json", metavar="FILE",
-                   help="a maintainer's {defect id: link} (default results/upstream.json)")
+                   help="a maintainer's {defect id: link}")
     p.add_argument("--output", metavar="FILE",
                    help="write here (results/defects.md is the committed one)")
     p.set_defaults(func=_defects)
@@ -250,7 +294,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("promises", help="what a framework promises, property by property")
     p.add_argument("framework", choices=sorted(FRAMEWORK_NAMES), help="the framework target")
     p.add_argument("--format", choices=("text", "md", "json"), default="text",
-                   help="md: the table docs/frameworks/<fw>.md carries (default text)")
+                   help="md: the table docs/frameworks/<fw>.md carries")
     p.set_defaults(func=_promises)
 
     _add_report_command(sub)
@@ -258,7 +302,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_merge_evidence_command(sub)
 
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
-    p.add_argument("target", nargs="?")
+    p.add_argument("target", nargs="?",
+                   help="a target to describe (default: list the targets)")
     p.add_argument("--json", action="store_true", help="print the variants as JSON")
     p.add_argument("--store", metavar="MOD:FUNC", help="list the variants of this store factory")
     p.set_defaults(func=_targets)
@@ -438,7 +483,7 @@ def _store_banner(adapter, variants, out) -> None:
 
 
 def _replay(args) -> int:
-    from .corpus import entries
+    from .corpus import read_entries
     from .replay import Replayer, summarize
 
     _positive("--trials", args.trials, integer=True)
@@ -448,12 +493,9 @@ def _replay(args) -> int:
     if args.collect_garbage and writes:
         raise UsageError(f"--collect-garbage with {writes[0]}: what an entry records is of "
                          "replays as a campaign runs them, without the forced collections")
-    missing = [p for p in args.paths if not Path(p).exists()]
-    if missing:
-        raise UsageError(f"no such file or folder: {missing[0]}")
-    paths = entries(args.paths or None)
-    if not paths:
-        raise UsageError(f"no corpus entries under {', '.join(args.paths) or 'corpus/'}")
+    # Every entry is read before the first replay: a bad file is one line and exit 2, not an
+    # ERROR row after an hour of replays (nor a traceback for a binary file).
+    paths = [path for path, _ in read_entries(args.paths or None)]
     replayer = Replayer(args.op_timeout, args.target, store=args.store,
                         collect_garbage=args.collect_garbage)
     results = []
@@ -604,14 +646,14 @@ def _minimize(args) -> int:
     from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
     from .runner import Session, Settings
     from .targets import prepare_store, resolve_registered, select_variants, use_store
-    from .trace import dump_trace, load_trace
+    from .trace import dump_trace
 
     _positive("--max-time", args.max_time)
     _positive("--op-timeout", args.op_timeout)
     if args.verify < 0:
         raise UsageError("--verify must be 0 or more")
-    paths = corpus.entries(args.paths)
-    traces = [(path, load_trace(path)) for path in paths]  # a bad file stops us before any run
+    traces = corpus.read_entries(args.paths, required=False)  # a bad file stops us before any run
+    paths = [path for path, _ in traces]
     unfound = [str(p) for p, t in traces if t.finding is None]
     if not paths or unfound:
         raise UsageError(f"nothing to minimize: {', '.join(unfound) or ' '.join(args.paths)}"
@@ -731,13 +773,11 @@ def _dedupe(args) -> int:
     the shortest is kept.  Lists the others; ``--apply`` removes them with their reports."""
     from pathlib import Path
 
-    from .corpus import duplicates, entries, remove
+    from .corpus import duplicates, read_entries, remove
 
-    for p in args.paths:
-        if not Path(p).exists():
-            raise UsageError(f"{p}: no such file or directory")
-    paths = entries([Path(p) for p in args.paths] or None)
-    pairs = duplicates(paths)  # every file is read (and validated) before anything is removed
+    # Every file is read (and validated) before anything is removed.
+    paths = [path for path, _ in read_entries(args.paths or None, required=False)]
+    pairs = duplicates(paths)
     for redundant, kept in pairs:
         print(f"{'removed' if args.apply else 'redundant'}: {redundant} (kept {kept})")
         if args.apply:
@@ -753,7 +793,7 @@ def _add_merge_evidence_command(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="evidence files, or directories of them (searched recursively)")
     p.add_argument("--into", default="results", metavar="DIR",
-                   help="the evidence directory to merge into (default: results)")
+                   help="the evidence directory to merge into")
     p.add_argument("--dry-run", action="store_true", help="say what would change, write nothing")
     p.set_defaults(func=_merge_evidence)
 
@@ -781,11 +821,12 @@ def _add_report_command(sub) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="corpus entries or directories")
     p.add_argument("--verify", type=int, default=0, metavar="N",
                    help="run each reproduction script N times in a fresh interpreter and record "
-                        "how often it exits 1 (default 0: generate only)")
+                        "how often it exits 1 (default %(default)s: generate only)")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
     p.add_argument("--target", metavar="MOD:CLASS",
                    help="the adapter of entries found with a third-party adapter (dotted path)")
-    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--op-timeout", type=float, default=30.0, metavar="S",
+                   help="seconds an operation may take before it counts as stuck")
     p.add_argument("--json", action="store_true", help="print one JSON object per entry")
     p.add_argument("--store", metavar="MOD:FUNC",
                    help="the store factory of entries fuzzed with --store (never read from an entry)")
@@ -798,19 +839,12 @@ def _report(args) -> int:
     from pathlib import Path
 
     from . import reprocheck
-    from .corpus import entries
+    from .corpus import read_entries
     from .targets import prepare_store, resolve, resolve_registered, select_variants, use_store
-    from .trace import load_trace
 
     if args.verify < 0:
         raise UsageError("--verify must be 0 or more")
-    for p in args.paths:
-        if not Path(p).exists():
-            raise UsageError(f"{p}: no such file or directory")
-    paths = entries([Path(p) for p in args.paths])
-    if not paths:
-        raise UsageError(f"no corpus entries under {', '.join(args.paths)}")
-    traces = [(path, load_trace(path)) for path in paths]
+    traces = read_entries(args.paths)
     adapters: dict = {}
     jobs = []
     for path, trace in traces:  # everything is checked before anything is written
@@ -956,6 +990,10 @@ def _nightly(args) -> int:
 
         for name in args.targets:
             resolve(name)  # an unknown target is a usage error before anything runs
+    if Path(args.corpus).is_dir():  # replayed after the campaigns: refused before them
+        from .corpus import read_entries
+
+        read_entries([args.corpus], required=False)
     options = NightlyOptions(args.targets, args.per_campaign, args.total, args.max_examples,
                              args.jobs, args.seed, args.profile, args.op_timeout,
                              Path(args.corpus), Path(args.reports), Path(args.results),
@@ -986,8 +1024,13 @@ def _nightly(args) -> int:
 def _matrix(args) -> int:
     from adapters.protocol import atomic_write_text
 
+    from .corpus import read_entries
     from .matrix import build, relative_links, render
 
+    # The matrix lists an unreadable entry under its table; given on the command line, a corpus
+    # with a file that is no trace is refused up front instead (one line, exit 2).
+    if Path(args.corpus).exists():
+        read_entries([args.corpus], required=False)
     rows = build(args.targets or None, Path(args.results), Path(args.corpus), Path(args.reports))
     if not rows:
         raise UsageError(f"no evidence under {args.results}/ and no findings under {args.corpus}/: "
@@ -1008,6 +1051,7 @@ def _matrix(args) -> int:
 def _defects(args) -> int:
     from adapters.protocol import atomic_write_text
 
+    from .corpus import read_entries
     from .defects import build, render_json, render_md
     from .targets import known_targets
 
@@ -1016,6 +1060,8 @@ def _defects(args) -> int:
             raise UsageError(f"--framework {name!r}: not a target ({', '.join(known_targets())})")
     if not Path(args.corpus).is_dir():
         raise UsageError(f"--corpus {args.corpus}: not a directory")
+    # The ledger skips what it cannot read; on the command line a bad file is refused up front.
+    read_entries([args.corpus], required=False)
     defects = build(args.framework, Path(args.corpus), Path(args.reports), Path(args.upstream))
     if args.json:
         text = render_json(defects)

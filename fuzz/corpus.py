@@ -17,6 +17,7 @@ from pathlib import Path
 
 from refmodel import CATEGORY_INFO
 
+from .errors import UsageError
 from .trace import Finding, Trace, dump_trace, load_trace
 
 CORPUS_DIR = Path("corpus")
@@ -106,6 +107,25 @@ def entries(paths: list[Path] | None = None, root: Path = CORPUS_DIR) -> list[Pa
     return out
 
 
+def read_entries(paths: list | None = None, root: Path = CORPUS_DIR, *,
+                 required: bool = True) -> list[tuple[Path, Trace]]:
+    """Every entry under ``paths`` (files or directories; default ``root``), each read and
+    validated, before a command does any work with one: a path that does not exist, a file that
+    is not UTF-8 JSON or not a trace (one in a directory too) is a ``UsageError`` naming it, and so
+    is finding no entry at all when ``required``.  A command that read entries one at a time
+    would stop with a traceback, or an ERROR row, half-way through what it writes; reading them
+    all first keeps "bad input: one line, exit 2, nothing written".  Entries are data: read,
+    never executed."""
+    for p in paths or ():
+        if not Path(p).exists():
+            raise UsageError(f"no such file or folder: {p}")
+    found = entries([Path(p) for p in paths] if paths else None, root)
+    if required and not found:
+        where = ", ".join(map(str, paths)) if paths else f"{root}/"
+        raise UsageError(f"no corpus entries under {where}")
+    return [(path, load_trace(path)) for path in found]
+
+
 def replays_for(trace: Trace) -> int:
     """How many replays judge an entry: ``trials_for`` the rate of its recorded status.  A
     failure comes back at the finding's rate; FIXED, recorded for a finding that came back in
@@ -120,7 +140,7 @@ def replays_for(trace: Trace) -> int:
     return trials_for(rate)
 
 
-__all__ = ["CORPUS_DIR", "entries", "replays_for", "trials_for", "entry_from_failure", "entry_path", "load_trace", "save"]
+__all__ = ["CORPUS_DIR", "entries", "read_entries", "replays_for", "trials_for", "entry_from_failure", "entry_path", "load_trace", "save"]
 
 
 # -- duplicates ---------------------------------------------------------------------------------

@@ -112,12 +112,8 @@ def _banners(trace: Trace, repro) -> list:
     elif not repro.checked and unfileable(trace) is not None:
         pass  # a record: its section says why nothing is filed, and hides the printing script
     elif not repro.checked:
-        out.append("**Unchecked script**: the reproduction below comes from the adapter's older "
-                   "generator; it replays the operations and prints, asserts nothing and was not "
-                   "verified. Do not file it upstream as is."
-                   + (f" The adapter's checked generator failed on this finding (a tool error, "
-                      f"not the framework's): {getattr(repro, 'error', '')}"
-                      if getattr(repro, "error", "") else ""))
+        out.append(f"**No checked script**: {_why_unchecked(repro)} Replay it with resumefuzz "
+                   "(the line under Replay).")
     elif trace.status == "FIXED" and rate is not None:
         # The entry's replay matches the reference now: a script that checks the recorded
         # defect should exit 0 too; one that still exits 1 disagrees with the replay.
@@ -128,6 +124,10 @@ def _banners(trace: Trace, repro) -> list:
                    f"matches the reference now), yet its script still shows the recorded defect "
                    f"in {rate[0]} of {rate[1]} fresh runs.  The harness's replay misses what the "
                    "script shows, or the script checks more than the harness: look before filing.")
+    elif rate is not None and rate[0] == 0 and getattr(repro, "could_not_run", ""):
+        out.append(f"**The reproduction script could not run** (in none of {rate[1]} fresh runs "
+                   f"did it reach its check): {repro.could_not_run}.{_run_hint(trace, repro)} "
+                   "It says nothing about the framework yet. Do not file it upstream as is.")
     elif rate is not None and rate[0] == 0:
         out.append(f"**The reproduction script did NOT reproduce the defect** (exit 1 in 0 of "
                    f"{rate[1]} fresh runs{_tries(repro)}). `resumefuzz replay` still shows the "
@@ -144,6 +144,30 @@ def _banners(trace: Trace, repro) -> list:
     if trace.status and trace.status != "FAILED":
         out.append(f"The last recorded replay of this entry: **{trace.status}**.")
     return [f"> {b}" for b in out] + ([""] if out else [])
+
+
+def _why_unchecked(repro) -> str:
+    """Why a report shows no script: the older generator's script only prints, asserts nothing
+    and was never run by the check; at up to 2,000 lines pasted into a report or a test's
+    failure it buried the trace, and read as a reproduction to file."""
+    error = getattr(repro, "error", "")
+    why = (f"the adapter's checked generator failed on this finding (a tool error, not the "
+           f"framework's): {error}." if error else
+           "the adapter's checked generator does not write one for this finding.")
+    return (why + f" The older generator's {repro.lines}-line script only prints what happens, "
+            "asserts nothing and was not verified, so it is not shown.")
+
+
+def _run_hint(trace: Trace, repro) -> str:
+    """What to try when a script could not import what it needs."""
+    if "ImportError" not in repro.could_not_run and "ModuleNotFoundError" not in repro.could_not_run:
+        return ""
+    factory = trace.versions.get("store-factory")
+    if factory:  # the user's own module: importable under resumefuzz, not in a fresh interpreter
+        return (f" The store module `{factory.split(':')[0]}` must be importable where the "
+                "script runs: set PYTHONPATH to the folder that holds it (and install the "
+                "versions the script's header pins).")
+    return " Install the versions the script's header pins."
 
 
 def _tries(repro) -> str:
@@ -238,7 +262,8 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         *(["Not in the corpus (it never came back on replay)."] if f.never_reproduced else
           ["```", replay_line(trace, corpus_path, target_path), "```"]),
         "",
-        *(_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else ())
+        *(_upstream(trace, repro, rate, allowed[f.step] if f.step < len(allowed) else (),
+                    replay_line(trace, corpus_path, target_path))
           if unfileable(trace) is None else _nothing_to_file(trace, repro)),
     ]
     return "\n".join(lines) + "\n"
@@ -312,7 +337,7 @@ def _script_summary(repro) -> str:
     return f"checks the defect (exit 1 when it shows), {repro.lines} lines, {shown}"
 
 
-def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
+def _upstream(trace: Trace, repro, rate, allowed_here=(), replay: str = "") -> list:
     f = trace.finding
     observed = trace.observations[f.step] if f.step < len(trace.observations) else None
     store = "store-factory" in trace.versions  # fuzzed on a third-party store (--store)
@@ -346,17 +371,19 @@ def _upstream(trace: Trace, repro, rate, allowed_here=()) -> list:
         *([f"**Why this is a D, not a ✗**: {f.citation}", ""] if f.verdict == "D" else []),
         *([f"**What the caller must add**: {remedy}", ""] if remedy else []),
     ]
-    if repro is not None and repro.script:
+    if repro is not None and repro.script and repro.checked:
         how = ("It exits 1 when the defect shows and 0 when it does not"
                + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs{_tries(repro)}."
-                  if rate else ".")
-               if repro.checked else "It prints what happens and asserts nothing.")
+                  if rate else "."))
         uses = ("the framework's public API, the store's package and the standard library"
                 if store else "the framework's public API and the standard library")
         out += [f"**Reproduction** ({uses}; "
                 f"{repro.lines} lines). {how}", "", "```python", repro.script.rstrip(), "```"]
     else:
-        out += ["**Reproduction**: no standalone script; replay with resumefuzz (above)."]
+        why = (_why_unchecked(repro) if repro is not None and repro.script
+               else "there is no standalone script for it.")
+        out += [f"**Reproduction**: no checked script: {why} Replay it with resumefuzz:", "",
+                "```", replay or "resumefuzz replay <entry>", "```"]
     return out
 
 

@@ -30,6 +30,10 @@ from .runner import Session, Settings
 
 SCRIPT_TIMEOUT = 120.0  # seconds one run of a script may take
 SHOWS = "DEFECT SHOWS"  # what a script's verdict() prints when it exits 1 for the defect
+NO_DEFECT = "no defect"  # what it prints when it exits 0
+# What ``verify`` records for a run that never reached the verdict: an import that failed (a
+# user's store module without its PYTHONPATH), a store that could not be set up.
+COULD_NOT_RUN = "the script could not run: "
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +50,16 @@ class Reproduction:
     @property
     def lines(self) -> int:
         return len(self.script.splitlines()) if self.script else 0
+
+    @property
+    def could_not_run(self) -> str:
+        """What stopped the script before its verdict in every verified run (the last run's
+        error line), or ``""`` when some run reached its verdict or none was made.  Such a
+        script shows nothing about the framework: the report says what failed instead of
+        "the script misses something the harness does"."""
+        if not self.outputs or not all(COULD_NOT_RUN in o for o in self.outputs):
+            return ""
+        return self.outputs[-1].partition(COULD_NOT_RUN)[2]
 
 
 def allowed_steps(trace, caps=None, deviations=()) -> list:
@@ -233,8 +247,13 @@ def verify(script: str, runs: int, timeout: float = SCRIPT_TIMEOUT) -> tuple:
             except subprocess.TimeoutExpired:
                 outputs.append(f"did not finish within {timeout:.0f} s")
                 continue
-            # A traceback exits 1 too: only the check's own verdict counts.
+            # A traceback exits 1 too (2 since 2026-12-07): only the check's own verdict counts.
             k += done.returncode == 1 and SHOWS in done.stdout
+            if done.returncode != 0 and SHOWS not in done.stdout and NO_DEFECT not in done.stdout:
+                # Stopped before its verdict: the exception's line (a traceback ends with it).
+                error = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                outputs.append(f"exit {done.returncode}: {COULD_NOT_RUN}{error}")
+                continue
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
             outputs.append(f"exit {done.returncode}: " + " / ".join(tail))
     return k, tuple(outputs)

@@ -189,9 +189,11 @@ def load_trace(path: Path) -> Trace:
         if size > MAX_FILE_BYTES:
             raise UsageError(f"{path}: {size} bytes, more than a trace file may hold "
                              f"({MAX_FILE_BYTES}); not read")
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a binary file given by mistake: one line, no traceback
+        raise UsageError(f"{path}: not a UTF-8 JSON trace (byte {exc.start} is not UTF-8)") from None
     try:
         doc = json.loads(text)
     except ValueError as exc:

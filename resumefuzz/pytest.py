@@ -99,9 +99,6 @@ class StoreTest:
         """Fuzz one variant under the active Hypothesis profile; raise ``StoreFailure``."""
         from hypothesis import HealthCheck, Phase, settings
 
-        from fuzz.failures import Failure
-        from fuzz.machine import machine_for
-        from fuzz.profiles import KeyedDatabase, database_key
         from fuzz.runner import Session, Settings
 
         adapter = self.adapter()
@@ -115,7 +112,20 @@ class StoreTest:
             active, deadline=None, suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False, print_blob=True,
             phases=[p for p in active.phases if p != Phase.explain])
-        session = Session(adapter, chosen, settings=Settings(op_timeout=self.op_timeout))
+        # Closed however the test ends: it removes the session's resumefuzz-* temp folder, which
+        # every store test left behind before 2026-12-07.
+        with Session(adapter, chosen, settings=Settings(op_timeout=self.op_timeout)) as session:
+            self._search(adapter, chosen, session, run_settings, active)
+
+    def _search(self, adapter, chosen, session, run_settings, active) -> None:
+        """Run the machine until it finds nothing, setting aside the framework's own findings;
+        ``StoreFailure`` for the store's first."""
+        from hypothesis import settings
+
+        from fuzz.failures import Failure
+        from fuzz.machine import machine_for
+        from fuzz.profiles import KeyedDatabase, database_key
+
         suppressed: set = set()
         while True:
             machine = machine_for(session, suppress=frozenset(suppressed))
@@ -132,7 +142,7 @@ class StoreTest:
             category = failure.divergence.category
             # Hypothesis could not reproduce it at once: a race or a background writer.
             timing = " (timing-dependent)" if getattr(failure, "timing", False) else ""
-            trace, report_file, script = self._keep(adapter, chosen, failure)
+            trace, report_file = self._keep(adapter, chosen, failure)
             also = self._on_baseline(trace)
             if also or trace.finding.verdict == "D":
                 why = (f"also on {also}: the framework's, not the store's" if also
@@ -142,13 +152,17 @@ class StoreTest:
                       f"report: {report_file}", file=sys.stderr)
                 suppressed.add(category)
                 continue
+            entry = trace_path(trace, self.corpus_dir)
+            # No script is pasted: the one written here is the older generator's, unchecked
+            # (it only prints, up to 2,000 lines), which buried the failure and read as a
+            # reproduction; `report --verify` writes and checks the framework-API script.
             raise StoreFailure(
                 f"{category}{timing} ({trace.finding.property}) on {chosen.name}, "
                 f"{len(trace.operations)} operations: {trace.finding.detail}\n"
                 f"report: {report_file}\n"
-                f"replay: resumefuzz replay {trace_path(trace, self.corpus_dir)} "
-                f"--store {self._path}\n"
-                f"standalone script (the framework's own API):\n{script or '(none)'}"
+                f"replay: resumefuzz replay {entry} --store {self._path}\n"
+                f"no checked standalone script yet: resumefuzz report {entry} --store "
+                f"{self._path} --verify 3 --reports {self.reports_dir} writes and checks one"
             ) from None
 
     def _keep(self, adapter, variant, failure):
@@ -158,7 +172,7 @@ class StoreTest:
                                           dict(adapter.versions()))
         path = corpus.save(trace, self.corpus_dir)
         script = adapter.repro_script(variant, trace.workflow, trace.operations)
-        return trace, report.write(trace, path, script, self.reports_dir), script
+        return trace, report.write(trace, path, script, self.reports_dir)
 
     def _on_baseline(self, trace) -> str | None:
         """The built-in variant on which ``trace`` fails the same way, if any."""

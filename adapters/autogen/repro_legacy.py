@@ -17,8 +17,10 @@ MAIN = r'''
 # The replay: every operation in a forked child process, effects printed as they fire.
 # ============================================================================================
 
+import atexit
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -204,6 +206,8 @@ def tamper(workdir, thread, how):
 
 def main():
     root = tempfile.mkdtemp(prefix="autogen-repro-")
+    # Removed at exit, by this process only: each operation runs in a forked child.
+    atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(root, True))
     workdir = os.path.join(root, "case")
     os.makedirs(workdir)
     print(f"store in {workdir}")

@@ -24,9 +24,11 @@ TEMPLATE = r'''#!/usr/bin/env python3
 Requires: {requirements}. No LLM, no network: every task is plain Python that appends its
 effect to effects.jsonl.  Run: python this_script.py
 """
-import contextvars, glob, importlib.util, json, multiprocessing, os, shutil, signal, sqlite3, sys, tempfile
+import atexit, contextvars, glob, importlib.util, json, multiprocessing, os, shutil, signal, sqlite3, sys, tempfile
 
 WORK = tempfile.mkdtemp(prefix="crewai-repro-")
+# Removed at exit, by this process only (its forked children exit too).
+atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(WORK, True))
 os.environ.update({switches})
 for key in ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TMPDIR"):
     os.environ[key] = os.path.join(WORK, "sandbox", key.lower())

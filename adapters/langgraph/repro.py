@@ -533,27 +533,26 @@ class Saver:
     cls: str = ""  # a custom store's class, as the script imports it (``PyMySQLSaver``)
 
 
-def saver_for(options, forced: bool, workdir: bool = True) -> Saver | None:
+def saver_for(options, forced: bool) -> Saver | None:
     """The script's saver for a variant's options: LangGraph's own (memory, SQLite, PostgreSQL),
     or a custom store's (``--store``) as its factory's ``ScriptStore`` builds it (None when the
-    factory declares none).  The SQLite file ``DB`` is in the script's ``WORKDIR`` if it has one
-    (``workdir``: a process dies or several share the effect log), else in a folder of its own."""
+    factory declares none).  The SQLite file ``DB`` is in the script's ``WORKDIR``, which the
+    script removes as it exits."""
     kind = options["saver"]
     if kind != "custom":
         definitions = {"postgres": [postgres_saver, fresh_database]}.get(kind, [])
         if forced:
             definitions += {"sqlite": [HeldReads, HeldSqliteSaver],
                             "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}[kind]
-        folder = "WORKDIR" if workdir else 'tempfile.mkdtemp(prefix="repro-")'
         return Saver(
             expr=_saver(options), held="Held" + SQLITE_SAVER if kind == "sqlite" else
             f"held_{kind}_saver()", definitions=tuple(definitions),
             setup=(("DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables")
                    if kind == "postgres" else
-                   (f'DB = os.path.join({folder}, "checkpoints.sqlite")  # the SqliteSaver\'s file',)
+                   ('DB = os.path.join(WORKDIR, "checkpoints.sqlite")  # the SqliteSaver\'s file',)
                    if kind == "sqlite" else ()),
             imports=_saver_imports(kind),
-            stdlib={"sqlite": ("os", "sqlite3", *(() if workdir else ("tempfile",))),
+            stdlib={"sqlite": ("os", "sqlite3"),
                     "postgres": ("atexit", "os")}.get(kind, ()),
             pinned=SAVER_PINNED.get(kind, ()))
     from adapters import storefactory
@@ -590,10 +589,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
     forced = next((len(op.values) for op in ops if op.name == "race" and op.forced), 0)
     if forced and options["saver"] == "memory":
         return None  # each racer has its own copy of the parent's memory: nothing to race on
-    # A process dies or several share the effect log: the script has the runtime's WORKDIR.
-    killed = any(op.name == "race" or getattr(getattr(op, "crash", None), "kind", "") == "sigkill"
-                 for op in ops)
-    saver = saver_for(options, bool(forced), workdir=killed)
+    saver = saver_for(options, bool(forced))
     if saver is None:
         return None
     check = check_for(evidence, state_readable=True,

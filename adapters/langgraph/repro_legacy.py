@@ -23,7 +23,7 @@ PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
           "langgraph-checkpoint-postgres", "psycopg")
 
 MAIN = r'''
-import os, signal, subprocess, sys, tempfile
+import os, shutil, signal, subprocess, sys, tempfile
 
 HERE = os.path.abspath(__file__)
 
@@ -243,6 +243,8 @@ def main():
             from lgrepro import stores
             for where in [workdir, *extra]:
                 stores.drop_postgres(where)
+        for where in [workdir, *extra]:  # the children ran in these; none is left behind
+            shutil.rmtree(where, ignore_errors=True)
 
 
 '''

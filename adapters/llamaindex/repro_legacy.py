@@ -21,7 +21,7 @@ Workflow: tasks 1..{n} in order, gates {gates}; each task fires one effect (prin
 appends itself to state.done (a gate also sets state.answers[t]).
 Operations: {ops}
 """
-import asyncio, json, os, sqlite3, tempfile
+import asyncio, atexit, json, os, shutil, sqlite3, tempfile
 from pydantic import BaseModel
 from workflows import Context, Workflow, step
 from workflows.events import (Event, HumanResponseEvent, InputRequiredEvent, StartEvent,
@@ -168,6 +168,8 @@ import llama_agents.server.server as server_module
 from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 
 DB = os.path.join(tempfile.mkdtemp(), "server.sqlite")
+# Removed at exit, by this process only.
+atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(os.path.dirname(DB), True))
 SERVER = {{"s": None}}
 
 

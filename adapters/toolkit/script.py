@@ -170,8 +170,8 @@ class Script:
         names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else []),
                               *(["contextvars"] if self.fresh_context else [])}
         if killed or "WORKDIR" in workflow_src:
-            names.append("WORKDIR")
-            imports |= {"os", "tempfile"}
+            names += ["WORKDIR", "atexit:WORKDIR"]  # the folder, and its removal at exit
+            imports |= {"atexit", "os", "shutil", "tempfile"}
         if killed:  # the effect log must survive the process (or be shared by several): SQLite
             names += ["EFFECTS", "effect", "effects"]
             imports.add("sqlite3")
@@ -204,8 +204,10 @@ class Script:
         if raced:
             names.append("race")
             imports.add("os")
+        # Before the framework's imports: a script that cannot import it exits 2, not 1.
+        imports |= {"atexit", "os"}
         body = [f'"""{self.header.strip()}"""', "import " + ", ".join(sorted(imports)),
-                *self.imports]
+                snippet("atexit:last_value"), *self.imports]
         body += [snippet(name) for name in names]
         body += [workflow_src.strip()]
         for i, step in enumerate(self.steps, 1):
@@ -532,7 +534,9 @@ def snippet(name: str) -> str:
     """The source of ``name`` in ``repro_runtime`` (``local:name``: in ``repro_runtime_local``):
     a function or class, or a module-level assignment (``"A, B"`` names the assignment whose
     targets are those).  Docstrings and comment lines are left out: they explain the runtime to
-    us; the script is short, and the names say what it does."""
+    us; the script is short, and the names say what it does.  ``atexit:WORD``: the statement
+    ``atexit.register(...)`` that mentions ``WORD`` (what a script does as it exits), at the
+    top level or under ``if __name__ == "__main__"`` (what only a script runs)."""
     module = repro_runtime
     if name.startswith("local:"):
         module, name = repro_runtime_local, name.partition(":")[2]
@@ -541,9 +545,17 @@ def snippet(name: str) -> str:
         source = without_docstring(inspect.getsource(obj))
         return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     text = inspect.getsource(module)
-    for node in ast.parse(text).body:
+    nodes = []
+    for node in ast.parse(text).body:  # and a script's own statements, which the engine skips
+        main = isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+        nodes += node.body if main else [node]
+    for node in nodes:
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]).strip("()") == name:
             return ast.get_source_segment(text, node)
+        if isinstance(node, ast.Expr) and name.startswith("atexit:"):
+            segment = ast.get_source_segment(text, node)
+            if segment.startswith("atexit.register(") and name[7:] in segment:
+                return segment
     raise KeyError(f"{module.__name__} has no {name!r}")
 
 

@@ -131,9 +131,88 @@ def test_an_asynchronous_sigkill_step_runs_its_coroutine_in_the_child(tmp_path):
 
 
 def test_a_traceback_is_not_a_verdict(tmp_path):
+    # Exit 1 is the verdict's alone ("the defect shows"): a script stopped by an exception
+    # before it exits 2 (it exited 1 before 2026-12-07, as Python does).
     source = compose(True).replace("run('run-1')\n# 2.", "run('run-1')\nraise SystemError\n# 2.")
     proc = run(source, tmp_path)
-    assert proc.returncode == 1 and "DEFECT SHOWS" not in proc.stdout
+    assert proc.returncode == 2 and "DEFECT SHOWS" not in proc.stdout
+    assert "SystemError" in proc.stderr  # its traceback, for whoever runs it
+
+
+@pytest.mark.parametrize("missing", ["import nosuchframework", "from nosuchstore import Saver"])
+def test_a_script_that_cannot_import_exits_2_not_1(tmp_path, missing):
+    """A framework or a store module that is not importable (a user's store module, run without
+    its ``PYTHONPATH``) is no verdict: before 2026-12-07 the script exited 1, "the defect
+    shows", and the check said the script "misses something the harness does"."""
+    source = Script(
+        header="h", imports=(missing,), workflow_src=WORKFLOW.replace("FORGETFUL_VALUE", "True"),
+        steps=(Step(comment="Run", calls=("run('run-1')",), observed=True),),
+        check=Check(aspect="effects", allowed=((),), expected="e", observed="o")).source()
+    proc = run(source, tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "ModuleNotFoundError: No module named 'nos" in proc.stderr.strip().splitlines()[-1]
+    # observe() re-raises a NameError (a mistake in the script): exit 2 as well.
+    broken = compose(True, crash=(1, "in_flight", "exception")).replace(
+        "run('run-1')\n# 2.", "run('run-1')\nobserve(lambda: undefined_name)\n# 2.")
+    proc = run(broken, tmp_path)
+    assert proc.returncode == 2 and "NameError" in proc.stderr, proc.stdout + proc.stderr
+
+
+def _scripts_in(tmp_path):
+    """A script's run with its own ``TMPDIR``, and the folders left in it afterwards."""
+    temp = tmp_path / "temp"
+    temp.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run_in(source: str):
+        path = tmp_path / "repro.py"
+        path.write_text(source)
+        proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env={**env, "TMPDIR": str(temp)})
+        return proc, sorted(p.name for p in temp.iterdir())
+    return run_in
+
+
+@pytest.mark.parametrize("how", ["exit 1", "exit 0", "exception", "race"])
+def test_a_script_removes_its_temporary_folder_as_it_exits(tmp_path, how):
+    """Every run of a script left its ``repro-*`` folder behind before 2026-12-07 (one CI run
+    left about 950): the folder goes when the script exits, whatever the exit; each of these
+    scripts forks a child (a SIGKILL, racers) that must not take it first."""
+    run_in = _scripts_in(tmp_path)
+    sigkill = (1, "in_flight", "sigkill")
+    source = {"exit 1": compose(True, crash=sigkill), "exit 0": compose(False, crash=sigkill),
+              "exception": compose(True, crash=sigkill).replace(
+                  "\n# 2.", "\nraise SystemError\n# 2.", 1),
+              "race": _raced()}[how]
+    assert "WORKDIR = tempfile.mkdtemp(" in source
+    proc, left = run_in(source)
+    assert proc.returncode == {"exit 0": 0, "exception": 2}.get(how, 1), proc.stdout + proc.stderr
+    assert left == [], left
+
+
+def _raced() -> str:
+    workflow = WORKFLOW.replace("FORGETFUL_VALUE", "True")
+    return Script(header="h", imports=(), workflow_src=workflow,
+                  steps=(Step(comment="Race", racers=(("run('run-1')",), ("run('run-1')",)),
+                              observed=True),),
+                  check=Check(aspect="effects", allowed=((),), expected="e", observed="o")).source()
+
+
+def test_a_forked_child_that_exits_leaves_its_parents_folder(tmp_path):
+    """Only the process that made the folder removes it: a child forked by the script (or by
+    the framework) that exits normally runs the exit functions it inherited too."""
+    run_in = _scripts_in(tmp_path)
+    source = "\n".join([
+        "import atexit, os, shutil, sys, tempfile", snippet("atexit:last_value"),
+        snippet("WORKDIR"), snippet("atexit:WORKDIR"),
+        "pid = os.fork()",
+        "if pid == 0:",
+        "    sys.exit(0)  # the exit functions run in the child",
+        "os.waitpid(pid, 0)",
+        "print('still there' if os.path.isdir(WORKDIR) else 'gone')"]) + "\n"
+    proc, left = run_in(source)
+    assert proc.stdout.strip() == "still there" and proc.returncode == 0, proc.stderr
+    assert left == []  # and the parent's exit removed it
 
 
 def test_snippets_are_the_runtime_functions_without_docstrings():
@@ -442,7 +521,7 @@ def test_a_crash_the_framework_lets_through_is_suppressed_where_nothing_reads_it
     source = compose_with()
     assert ("CRASH = (2, 'before its effect')\nwith contextlib.suppress(Crash): run('run-1')"
             "  # task 2 raises at its crash point\nCRASH = None") in source
-    assert "def observe" not in source and "import contextlib" in source
+    assert "def observe" not in source and "contextlib" in source.splitlines()[1]  # imported
     proc = run(source, tmp_path)
     # Task 1 ran in the first run; a forgetful second run fires it again.
     assert proc.returncode == (1 if forgetful else 0), proc.stdout + proc.stderr

@@ -65,7 +65,7 @@ def test_banners_agree_with_the_measured_rate():
     assert "did NOT reproduce" in top(Reproduction(script="x\n", checked=True, reproduces=(0, 3)))
     assert "2 of 3 runs" in top(Reproduction(script="x\n", checked=True, reproduces=(2, 3)))
     assert top(Reproduction(script="x\n", checked=True, reproduces=(3, 3))).count(">") == 0
-    assert "Unchecked script" in top(Reproduction(script="x\n", checked=False))
+    assert "No checked script" in top(Reproduction(script="x\n", checked=False))
     assert "no standalone reproduction" in top(None)
 
 
@@ -313,3 +313,45 @@ def test_a_timing_dependent_findings_script_runs_its_scenario_until_it_shows(tmp
 
     assert attempts_for(trace()) == attempts_for(rated(5, 5)) == attempts_for(rated(0, 5)) == 1
     assert attempts_for(rated(1, 2)) == 7 and attempts_for(rated(31, 305)) == REPEAT_CAP
+
+
+def test_an_unchecked_script_is_never_pasted_the_replay_line_is():
+    """The older generator's script only prints and was never run by the check; pasted into a
+    live report (up to 2,000 lines) it buried the trace and read as a reproduction to file."""
+    older = "#!/usr/bin/env python3\n" + "print('op')\n" * 2000
+    for repro in (older, Reproduction(script=older, checked=False),
+                  Reproduction(script=older, checked=False, error="KeyError: 'x'")):
+        text = render(trace(), "corpus/x.json", repro)
+        assert "print('op')" not in text and "#!/usr/bin/env python3" not in text
+        upstream = text.split("## Upstream issue")[1]
+        assert "no checked script" in upstream and "2001-line script only prints" in upstream
+        assert "```\nresumefuzz replay corpus/x.json\n```" in upstream
+    failed = render(trace(), "corpus/x.json", Reproduction(script=older, checked=False,
+                                                           error="KeyError: 'x'"))
+    assert "checked generator failed on this finding (a tool error" in failed
+    assert "KeyError: 'x'" in failed
+    # A checked script stays as it was.
+    checked = render(trace(), "corpus/x.json", Reproduction(script="print('hi')\n",
+                                                            checked=True, reproduces=(3, 3)))
+    assert "```python\nprint('hi')\n```" in checked and "no checked script" not in checked
+
+
+def test_a_script_that_could_not_run_says_what_failed(tmp_path):
+    """A script that stops before its verdict (the user's store module, run without its
+    ``PYTHONPATH``) was reported as one that "misses something the harness does"."""
+    from fuzz.reprocheck import COULD_NOT_RUN, verify
+
+    k, outputs = verify("import mypkg_that_is_not_here\n", 2)
+    assert k == 0 and len(outputs) == 2
+    assert all(COULD_NOT_RUN + "ModuleNotFoundError: No module named 'mypkg_that_is_not_here'"
+               in o for o in outputs), outputs
+    stored = trace().with_(versions={"langgraph": "1.0", "store-factory": "mypkg.savers:make"})
+    repro = Reproduction(script="x\n", checked=True, reproduces=(0, 2), outputs=outputs)
+    top = render(stored, "corpus/x.json", repro).split("- **Category**")[0]
+    assert "**The reproduction script could not run**" in top and "misses something" not in top
+    assert "ModuleNotFoundError: No module named 'mypkg_that_is_not_here'" in top
+    assert "`mypkg.savers` must be importable" in top and "PYTHONPATH" in top
+    # A script that reached its verdict and said "no defect" still misses something.
+    k, outputs = verify("print('no defect - outcome')\n", 1)
+    missed = Reproduction(script="x\n", checked=True, reproduces=(0, 1), outputs=outputs)
+    assert "misses something the harness does" in render(stored, "corpus/x.json", missed)

@@ -176,7 +176,7 @@ def test_repro_whose_check_reads_no_effect_has_no_effect_log(adapter, variant):
     for gone in ("EFFECTS", "def effect", "effect(t", "fired", "def sqlite_saver",
                  "functools", "def checkpoint", "interrupt(", "GATES", "def task_body"):
         assert gone not in script, (gone, script)
-    for kept in ('DB = os.path.join(tempfile.mkdtemp(prefix="repro-"), "checkpoints.sqlite")',
+    for kept in ('DB = os.path.join(WORKDIR, "checkpoints.sqlite")',
                  "SqliteSaver(sqlite3.connect(DB, check_same_thread=False))",
                  "list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))[::-1][",
                  "status = observe(lambda: outcome(graph.invoke(", "forge(",
