@@ -752,10 +752,13 @@ class CaseRunner:
         else:  # pragma: no cover - op_from_json only makes the types above
             raise EngineError(f"unknown operation {op!r}")
         if worker is not None and worker.owed:
-            state, _ = self._query(worker, _branch(op), owed=True)
+            state, unread = self._query(worker, _branch(op), owed=True)
         else:
-            state, _ = self._query(self._worker(), _branch(op))
-        return Observation(ended.outcome, self._effects(), state, error=ended.error)
+            state, unread = self._query(self._worker(), _branch(op))
+        # Why the state could not be read back, when the op itself raised nothing: evidence for
+        # the report (a store under test that raises on the read names its method there).
+        error = ended.error or (f"reading the state back: {unread}" if unread else None)
+        return Observation(ended.outcome, self._effects(), state, error=error)
 
     def _run(self, worker: _Worker, op: Op, seq: int, branch: str,
              query: str | None = None) -> m.RacerOutcome:

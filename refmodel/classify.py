@@ -41,7 +41,12 @@ The table, in order (docs/semantics.md, "Classification" restates it with the re
                                                            refused, on an undamaged thread
  20     state-differs                    StateMismatch     §3-4 PC (done list, answers)
  21     completed-work-lost              StateMismatch     §4 PC (the durable prefix)
- 22     unexplained                      Unclassified      §5 Unclassified
+ 22     stale-read                       StateMismatch     §4 PC (an earlier state read back)
+ 23     read-refused                     StateMismatch     §4 PC (a query of an intact thread
+                                                           refused)
+ 24     fork-refused                     ForkIgnore        §4 FD (a fork of an undamaged
+                                                           thread refused)
+ 25     unexplained                      Unclassified      §5 Unclassified
 =====  ===============================  ================  =========================================
 """
 
@@ -491,8 +496,80 @@ def _state_differs(ctx: Context) -> str | None:
         expected = " or ".join(dict.fromkeys(
             str(e.state.to_json() if e.state else None) for e in like))
         got = observed.state.to_json() if observed.state else None
-        return f"persisted state {got} != expected {expected}"
+        if got is None and observed.error:  # not read at all: say why, not "None"
+            return f"the persisted state could not be read ({observed.error}); expected {expected}"
+        return f"{_stale(ctx)}persisted state {got} != expected {expected}"
     return None
+
+
+def _earlier(ctx: Context) -> tuple | None:
+    """``(k, op)``: the latest earlier step after which the diverging op's thread read back, and
+    was allowed to read back, exactly the state read now, when no state allowed now is that
+    one: the store returned an old version of the thread (a lagging replica, a cache, a read
+    that ignores the newest write).  None otherwise."""
+    state = ctx.observed.state
+    # A refused op leaves the state as it was: the refusal, not the read, is what diverged.
+    if state is None or ctx.observed.outcome == "rejected" or any(
+            e.state == state for e in ctx.allowed):
+        return None
+    branch = _branch_of(ctx.op)
+    for k in range(len(ctx.history) - 1, -1, -1):
+        op, observed, allowed = _step(ctx.history[k])
+        if _branch_of(op) != branch or observed.state != state:
+            continue
+        if any(a.state == state for a in allowed):
+            return k + 1, op
+    if not state.done and not state.answers and state.pending is None and state.status == "new":
+        return 0, None  # what the thread was before its first op: nothing stored at all
+    return None
+
+
+def _branch_of(op) -> str:
+    return getattr(op, "new_thread", None) or op.thread
+
+
+def _stale(ctx: Context) -> str:
+    """``"stale read (...): "`` when the state read back is an earlier one (``_earlier``)."""
+    found = _earlier(ctx)
+    if found is None:
+        return ""
+    k, op = found
+    when = f"after step {k}, {op.name}" if op is not None else "before its first operation"
+    return f"stale read (thread {_branch_of(ctx.op)}'s state as it was {when}): "
+
+
+def _stale_read(ctx: Context) -> str | None:
+    # Rule 20 names a stale state when the labels agree; here they do not (the op ran on the
+    # old version and did something else, or a query of it): still the store's read, PC.
+    if isinstance(ctx.op, Fork) or _earlier(ctx) is None:
+        return None
+    got = ctx.observed.state.to_json()
+    expected = ctx.canonical.state.to_json() if ctx.canonical and ctx.canonical.state else None
+    return f"{_stale(ctx)}read back {got} ({ctx.observed.outcome}), expected {expected}"
+
+
+def _fork_refused(ctx: Context) -> str | None:
+    # A fork of a checkpoint the source thread has (the model enables only those), refused
+    # where the model allows no refusal (an undamaged source): the value never reaches a branch.
+    # A store under test whose history lost the checkpoint answers this way.
+    if not isinstance(ctx.op, Fork) or ctx.observed.outcome != "rejected" or ctx.observed.effects:
+        return None
+    if any(e.outcome == "rejected" for e in ctx.allowed):
+        return None
+    error = f": {ctx.observed.error}" if ctx.observed.error else ""
+    return (f"the fork of {ctx.op.thread} at gate {ctx.op.gate} was refused, so no branch got "
+            f"{ctx.op.value!r}{error}")
+
+
+def _read_refused(ctx: Context) -> str | None:
+    # A query of an undamaged thread (rule 1 and the model's own alternatives take damaged
+    # ones) must read the persisted state; a store that raises instead lost it for the caller.
+    if ctx.op.name != "query" or ctx.observed.outcome != "rejected":
+        return None
+    if any(e.outcome == "rejected" for e in ctx.allowed):
+        return None
+    error = f": {ctx.observed.error}" if ctx.observed.error else ""
+    return f"reading thread {ctx.op.thread}'s persisted state was refused{error}"
 
 
 def _completed_work_lost(ctx: Context) -> str | None:
@@ -564,6 +641,13 @@ RULES: tuple[Rule, ...] = (
     Rule("completed-work-lost", "StateMismatch",
          "docs/contract.md §4 PC (the persisted state equals the state the durable prefix implies)",
          _completed_work_lost),
+    Rule("stale-read", "StateMismatch",
+         "docs/contract.md §4 PC (what is read back is the state persisted last)", _stale_read),
+    Rule("read-refused", "StateMismatch",
+         "docs/contract.md §4 PC (the persisted state can be read back)", _read_refused),
+    Rule("fork-refused", "ForkIgnore",
+         "docs/contract.md §4 FD (a fork of a gate's checkpoint delivers its value)",
+         _fork_refused),
     Rule("unexplained", "Unclassified", "docs/contract.md §5 Unclassified", _unexplained),
 )
 

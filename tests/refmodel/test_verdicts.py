@@ -557,3 +557,63 @@ def test_a_crash_entering_the_pending_gate_on_recover_may_leave_nothing_pending(
     assert judge(model, world, recover, unasked, history) is None
     lost = Observation("crashed", (), view(GATE2, []))
     assert judge(model, world, recover, lost, history) is not None
+
+
+# -- a store that reads back an old version (issue 42) -------------------------------------------
+
+
+def test_a_state_read_back_as_it_was_earlier_is_a_stale_read():
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])
+    after_start = history[-1][1].state
+    resumed = model.step(world, Resume("t0", value="a"))[0][0]
+    # The resume ran (its effects fired) but the read after it returned the pending state.
+    stale = Observation(resumed.outcome, resumed.effects, after_start)
+    found = judge(model, world, Resume("t0", value="a"), stale, history)
+    assert found.category == "StateMismatch" and found.rule == "state-differs"
+    assert found.detail.startswith("stale read (thread t0's state as it was after step 1, start)")
+    # The same state with no history to have read it in: not named stale.
+    plain = judge(model, world, Resume("t0", value="a"), stale, ())
+    assert plain.rule == "state-differs" and "stale" not in plain.detail
+
+
+def test_an_old_state_with_other_labels_is_still_the_stores_read_pc():
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])
+    after_start = history[-1][1].state
+    # The resume saw the old checkpoint: it says "interrupted", fires nothing, reads it back.
+    stale = Observation("interrupted", (), after_start)
+    found = judge(model, world, Resume("t0", value="a"), stale, history)
+    assert (found.category, found.rule) == ("StateMismatch", "stale-read"), found
+    # A refusal leaves the state as it was: that is the refusal's divergence, not a stale read.
+    refused = Observation("rejected", (), after_start)
+    assert judge(model, world, Resume("t0", value="a"), refused, history).rule != "stale-read"
+
+
+def test_a_query_of_an_intact_thread_that_is_refused_is_read_refused():
+    from refmodel import Query
+
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])
+    refused = Observation("rejected", (), None, error="RuntimeError: lag [in MySaver.get_tuple]")
+    found = judge(model, world, Query("t0"), refused, history)
+    assert (found.category, found.rule) == ("StateMismatch", "read-refused")
+    assert "[in MySaver.get_tuple]" in found.detail
+    # On a tampered thread a query may refuse (docs/semantics.md): allowed, no divergence.
+    tampered, _ = walk(model, [Tamper("t0", how="corrupt")], world)
+    assert judge(model, tampered, Query("t0"), refused, history) is None
+
+
+def test_a_refused_fork_of_an_intact_thread_is_fork_ignore():
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0")])
+    # A fork killed at its gate, so that it consumes nothing either way: a refusal there is
+    # no "fork never consumed" (rule 5), and was Unclassified before rule 24.
+    fork = Fork("t0", gate=2, value="b", new_thread="f1",
+                crash=CrashAt(2, "before_effect", "sigkill"))
+    refused = Observation("rejected", (), None, error="Refused: no such checkpoint")
+    found = judge(model, world, fork, refused, history)
+    assert (found.category, found.rule) == ("ForkIgnore", "fork-refused"), found
+    # Forking a thread the model says is damaged may be refused: no divergence there.
+    tampered, _ = walk(model, [Tamper("t0", how="corrupt")], world)
+    assert judge(model, tampered, fork, refused, history) is None
