@@ -544,6 +544,23 @@ class Adapter:
         point keep this default, which refuses."""
         raise NotImplementedError(f"target {self.name!r} has no store extension point")
 
+    def baseline_variant(self, variant: Variant) -> str | None:
+        """Under ``use_store``: the name of the variant of the framework's *own* store that
+        ``variant`` (a ``store-<name>-...`` variant) is compared with, the same API style and
+        spellings over the store the framework ships (LangGraph's ``SqliteSaver``, say).  A
+        finding on the store under test that this variant shows too is the framework's, not the
+        store's (``fuzz/baseline.py``).  ``None``: no such variant (no store in use, or none
+        comparable); every finding then stays the store's to explain."""
+        return None
+
+    def store_methods(self, variant: Variant, category: str, detail: str) -> str:
+        """Under ``use_store``: the store's methods a finding of ``category`` (with the
+        divergence's ``detail``) implicates, in the store API's own names and with what each
+        holds (``"put_writes / get_tuple: the pending interrupt is a write of its
+        checkpoint"``), for the report of a store's finding.  ``""`` when the adapter cannot
+        tell; an error the store raised names its method by itself (``[in MySaver.get_tuple]``)."""
+        return ""
+
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
         """The older, unchecked script: replays ``ops`` and prints what happens (it asserts
         nothing).  Used only when ``reproduction`` returns ``None`` (or raises: a tool error the
@@ -611,6 +628,14 @@ def read_calls(workdir: Path) -> list:
 
 # What ``StoreHandle.tamper_scope`` may say: ``TAMPER_SCOPES``, the words of
 # ``Capabilities.tamper_scope`` (refmodel's, re-exported above).
+
+
+#: The modules of the store under test in this process: the factory's module and the module of
+#: the store's class (``adapters.storefactory.open_handle`` adds them in the worker that opens a
+#: handle).  An exception raised in them, or passing through them, is the store's answer, an
+#: observation and never a tool error; the engine names the store's method that raised it
+#: (``fuzz/internal/blame.py``), so a store author's report points at their code.
+STORE_MODULES: set = set()
 
 
 class StoreFactoryError(ValueError):

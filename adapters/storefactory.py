@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .protocol import TAMPER_HOWS, TAMPER_SCOPES, StoreContext, StoreFactoryError, StoreHandle
+from .protocol import (
+    STORE_MODULES,
+    TAMPER_HOWS,
+    TAMPER_SCOPES,
+    StoreContext,
+    StoreFactoryError,
+    StoreHandle,
+)
 
 PATH_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -223,7 +230,9 @@ def open_handle(factory: StoreFactory, workdir: Path, framework: str,
         result = loop.run(factory.func(ctx))
     else:
         result = factory.func(ctx)
-    return as_handle(result, factory.path)
+    handle = as_handle(result, factory.path)
+    STORE_MODULES.update({factory.path.partition(":")[0], type(handle.store).__module__})
+    return handle
 
 
 def call(loop: Loop | None, func, *args):

@@ -33,7 +33,7 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
-from .driver import END, Driver, LostTrack
+from .driver import END, Driver, LostTrack, Missing
 from .stores import open_store
 
 # The suffix of the script's tamper functions for each saver (``repro.py``: ``corrupt`` on the
@@ -92,6 +92,10 @@ class LangGraphCase(Case):
             if isinstance(op, Fork):
                 return d.fork(op.thread, op.gate, op.value, op.new_thread, hooks)
             raise HarnessError(f"Case.run does not take {op.name!r}")
+        except Missing as exc:
+            if self.store.kind == "custom":
+                raise Refused(f"the store under test has no such checkpoint: {exc}") from exc
+            raise HarnessError(str(exc)) from exc
         except LostTrack as exc:
             raise HarnessError(str(exc)) from exc
         finally:

@@ -35,6 +35,14 @@ class LostTrack(Exception):
     """The driver lost track of a checkpoint or was asked for what it does not do: its own
     failure, never LangGraph's.  The case reports it as the protocol's ``HarnessError``."""
 
+
+class Missing(LostTrack):
+    """The saver's history has no checkpoint the reference says was persisted (the one a
+    stale handle or a fork addresses).  On LangGraph's own savers that is the driver's failure;
+    on a store under test (``--store``) it is what the store answered, and the case reports it
+    as the store's refusal, an observation (issue 42: a saver whose ``list`` lags behind lost
+    every finding to tool errors)."""
+
 BRANCH_KEY = "rf_branch"  # configurable key -> checkpoint metadata: the harness thread
 STRICT_RESUME_KEY = "__pregel_strict_resume"  # langgraph/_internal/_constants.py
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
@@ -250,7 +258,7 @@ class Driver:
         lg, config = self._target(h, addressed=spelling == "cpid")
         shown = self.gate_checkpoint(h, gate) if gate is not None else None
         if stale and shown is None:
-            raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} pending: "
+            raise Missing(f"the adapter found no checkpoint of {h!r} with gate {gate} pending: "
                             "no handle to resume through")
         if (spelling == "cpid" or (stale and spelling == "head")) and shown is not None:
             config = self._config(h, lg, shown)
@@ -314,7 +322,7 @@ class Driver:
         if source is None:
             source = self.tampered_source(h) or self.asked_before_tamper(h, gate)
         if source is None:  # the harness lost a checkpoint the reference says exists
-            raise LostTrack(f"the adapter found no checkpoint of {h!r} with gate {gate} "
+            raise Missing(f"the adapter found no checkpoint of {h!r} with gate {gate} "
                             "pending in the branch's history")
         if found and self.spec["fork"] == "command" and self.spec["api"] == "func":
             # The functional API writes every gate's interrupt into the one checkpoint the run

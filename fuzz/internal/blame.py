@@ -11,6 +11,11 @@ The rule (documented for adapter authors in ``adapters/protocol.py`` and ``docs/
    traceback that is not the standard library belongs to neither our code nor the adapter's:
    the framework (or another installed package it calls).  Anything else is the harness.
 
+An exception raised in the store under test, or passing through it (``--store``: its factory's
+module and its class's module, ``adapters.protocol.STORE_MODULES``), is the store's answer, an
+observation like a framework's refusal, and its error names the store's method (``[in
+MySaver.get_tuple]``): a saver that raises is a finding about the saver, never a tool error.
+
 "Our code" is the module trees ``adapters``, ``fuzz`` and ``refmodel``, the module tree of the
 adapter class (a third-party adapter loaded by dotted path), and modules an adapter generates
 under a name starting with ``resumefuzz_``.  Frames are judged by their module's ``__name__``,
@@ -28,7 +33,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 
-from adapters.protocol import CrashInjected, HarnessError, Refused
+from adapters.protocol import STORE_MODULES, CrashInjected, HarnessError, Refused
 
 OURS = ("adapters", "fuzz", "refmodel")
 GENERATED_PREFIX = "resumefuzz_"  # modules an adapter writes and imports (CrewAI's flows)
@@ -73,15 +78,33 @@ def blame(exc: BaseException, roots: frozenset) -> Blame:
     if harness is None and (refused or _site(chain[-1], roots) == "framework"):
         chosen = next(e for e in chain
                       if isinstance(e, Refused) or _site(e, roots) == "framework")
-        return Blame("framework", describe(chosen))
+        return Blame("framework", describe(chosen) + store_note(exc))
     culprit = harness or exc
     text = "".join(traceback.format_exception(exc))[-TRACEBACK_LIMIT:]
     return Blame("harness", describe(culprit), text)
 
 
+def store_note(exc: BaseException) -> str:
+    """``" [in LaggySaver.get_tuple]"``: the innermost frame of the store under test
+    (``STORE_MODULES``) in the chain of ``exc``, so that the error a store raised names the
+    method to look at; ``""`` outside a store under test, or when no frame of it is there."""
+    if not STORE_MODULES:
+        return ""
+    found = ""
+    for e in _causes(exc):
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            if frame.f_globals.get("__name__") in STORE_MODULES:
+                found = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+    return f" [in {found}]" if found else ""
+
+
 def _site(exc: BaseException, roots: frozenset) -> str:
-    """Where ``exc`` was raised: the innermost frame outside the standard library decides."""
+    """Where ``exc`` was raised: the innermost frame outside the standard library decides, except
+    that an exception raised in (or passing through) the store under test is the store's
+    answer, an observation, wherever it was raised from (``STORE_MODULES``)."""
     frames = list(traceback.walk_tb(exc.__traceback__))
+    if STORE_MODULES and any(f.f_globals.get("__name__") in STORE_MODULES for f, _ in frames):
+        return "framework"
     for frame, _ in reversed(frames):
         name = frame.f_globals.get("__name__") or ""
         top = name.split(".")[0]

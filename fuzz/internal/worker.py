@@ -34,7 +34,7 @@ from refmodel import op_from_json
 
 from ..errors import EngineError
 from . import messages as m
-from .blame import blame, crash_in, describe, roots_of
+from .blame import blame, crash_in, describe, roots_of, store_note
 from .hooks import EngineHooks
 from .ledger import Ledger
 
@@ -383,7 +383,7 @@ def _guarded(call, roots) -> m.Reply:
     try:
         return m.Reply(kind=m.OK, value=call())
     except Unreadable as exc:
-        return m.Reply(kind=m.REJECTED, error=describe(exc))
+        return m.Reply(kind=m.REJECTED, error=describe(exc) + store_note(exc))
     except Exception as exc:  # noqa: BLE001 - reported, not raised, so the worker lives on
         return _blamed(exc, roots)
 

@@ -261,3 +261,33 @@ def test_attribution_follows_causes_not_contexts():
         verdict = blame(exc, roots)
     assert verdict.who == "harness" and "JSONDecodeError" in verdict.error
     assert sys.stdlib_module_names  # the rule relies on it (3.10+)
+
+
+def test_an_exception_raised_in_the_store_under_test_is_its_answer_naming_the_method(
+        monkeypatch):
+    """A store under test (``--store``) that raises is observed, never a tool error, even when
+    our own code called it last; its error names the method (issue 42: a saver's exceptions
+    were counted as tool errors and the finding was lost)."""
+    import types
+
+    store = types.ModuleType("authors_store")
+    exec("class MySaver:\n    def get_tuple(self):\n        raise RuntimeError('replica lag')\n",
+         store.__dict__)
+    monkeypatch.setitem(sys.modules, "authors_store", store)
+
+    def ours():  # an adapter frame (module tests.*, here among the roots) calling the store
+        store.MySaver().get_tuple()
+
+    try:
+        ours()
+    except RuntimeError as exc:
+        caught = exc
+    # A store whose module counts as ours (shipped in an adapter's own package, say) would
+    # make its exception a tool error...
+    roots = frozenset({"fuzz", "adapters", "refmodel", "authors_store"})
+    assert blame(caught, roots).who == "harness"
+    # ...registered as the store under test, the same exception is the store's answer.
+    monkeypatch.setattr("fuzz.internal.blame.STORE_MODULES", {"authors_store"})
+    verdict = blame(caught, roots)
+    assert verdict.who == "framework"
+    assert verdict.error == "RuntimeError: replica lag [in MySaver.get_tuple]"
