@@ -163,15 +163,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds an operation may take before it counts as stuck")
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
-    p.add_argument("--results", default="results", metavar="DIR",
-                   help="where campaign evidence for the matrix is recorded")
+    # Opt-in: a campaign someone runs to look (a quickstart, a store author's try) must not
+    # rewrite the tracked evidence; `nightly`, whose job it is, records by default.
+    p.add_argument("--results", metavar="DIR",
+                   help="record campaign evidence for the matrix here (results/ for the "
+                        "project's own); not written unless given")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--no-shrink", action="store_true",
                    help="keep failures as found, unshrunk (quick smoke runs)")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 even when something was found (campaign jobs that collect "
                         "findings); usage and environment errors still exit 2")
-    p.add_argument("--store", metavar="MOD:FUNC", help="bring your own store: the factory mypkg.mod:function that builds the store (docs/stores.md)")
+    p.add_argument("--store", metavar="MOD:FUNC",
+                   help="bring your own store: the factory mypkg.mod:function that builds the "
+                        "store (docs/stores.md); each finding is replayed on the framework's "
+                        "own store to tell the store's from the framework's")
+    p.add_argument("--include-framework", action="store_true",
+                   help="with --store: let the framework's own findings (shown on its "
+                        "built-in store too) and its documented weakenings (D) count in the "
+                        "exit status; by default only the store's do")
     p.add_argument("--weight", action="append", metavar="KEY=N", default=[],
                    help="draw KEY N times as often (repeatable): op:stale_resume, "
                         "kind:<exception|sigkill>, phase:<crash phase>; overrides the variant's "
@@ -338,6 +348,8 @@ def _weights(items) -> dict:
 
 def _fuzz(args) -> int:
     from .campaign import CampaignOptions, run_campaign
+    from .corpus import read_entries
+    from .corpus import slug as corpus_slug
     from .internal import lifetime
     from .profiles import profile_settings
     from .targets import prepare, prepare_store, resolve, select_variants, use_store
@@ -346,14 +358,22 @@ def _fuzz(args) -> int:
     _positive("--max-time", args.max_time)
     _positive("--op-timeout", args.op_timeout)
     _seed(args.seed)
+    if args.include_framework and not args.store:
+        raise UsageError("--include-framework needs --store: without a store under test every "
+                         "finding is the framework's and counts already")
     outputs = [_writable(f, v) for f, v in (("--corpus", args.corpus),
-                                             ("--reports", args.reports),
-                                             ("--results", args.results))]
+                                             ("--reports", args.reports))]
+    outputs.append(None if args.results is None else _writable("--results", args.results))
     profile_settings(args.profile)  # validates the profile before anything runs
     deadline = None if args.max_time is None else _STARTED + args.max_time
     adapter = resolve(args.target)
     use_store(adapter, args.store)
     variants = select_variants(adapter, args.variant)  # an unknown variant fails before import
+    # The entries a finding is compared with (known or new): a file there that is no trace is
+    # one line and exit 2 now, as in every command that reads the corpus, not a surprise later.
+    own = Path(args.corpus) / corpus_slug(adapter.name)
+    if own.is_dir():
+        read_entries([own], required=False)
     if args.max_examples is not None and args.max_examples < len(variants):
         raise UsageError(f"--max-examples {args.max_examples} is fewer than the {len(variants)} "
                          "variants selected (each needs at least one example)")
@@ -369,10 +389,17 @@ def _fuzz(args) -> int:
     seconds = round(time.monotonic() - started, 2)
     stopped = lifetime.stop_signal()
     findings = [f.to_json() for r in results for f in r.findings]
+    # The variants the time box (or a signal) ended the campaign before: a user who reads
+    # "nothing found" must know which variants were never tried.
+    ran = {r.variant for r in results}
+    unreached = [v.name for v in variants if v.name not in ran]
+    counted = [f for f in findings if _counts(f, args)]
     if args.json:
         print(json.dumps({
             "target": args.target,
             "variants": [r.variant for r in results],
+            "not_reached": unreached,
+            "counted": len(counted),
             "examples": sum(r.examples for r in results),
             "operations": sum(r.operations for r in results),
             "seconds": seconds,
@@ -388,7 +415,8 @@ def _fuzz(args) -> int:
                            for r in results if r.not_reused],
         }, indent=2, ensure_ascii=False))
     else:
-        _summary(args.target, results, seconds)
+        _summary(args.target, results, seconds, unreached, bool(args.store),
+                 sum(f["owner"] == "store" for f in findings))
     if any(r.errors for r in results):
         for r in results:
             for e in r.errors:
@@ -398,46 +426,84 @@ def _fuzz(args) -> int:
         print(f"resumefuzz: stopped by {_signame(stopped)}; every finding shown was written",
               file=sys.stderr)
         return 128 + stopped
-    return 1 if findings and not args.exit_zero else 0
+    return 1 if counted and not args.exit_zero else 0
+
+
+def _counts(found: dict, args) -> bool:
+    """Whether a finding counts in the exit status.  On a store under test (``--store``) only
+    the store's own do, unless ``--include-framework``: a correct saver must exit 0 although
+    the framework under it has defects of its own (``fuzz/baseline.py``)."""
+    if not args.store or args.include_framework:
+        return True
+    return found["owner"] == "store"
 
 
 class _Display:
-    """A rich progress display, refreshed by hand: rich's auto-refresh runs a thread, and a
-    parent with threads must not fork workers."""
+    """Progress, one line per variant.  On a terminal a rich display, refreshed by hand (rich's
+    auto-refresh runs a thread, and a parent with threads must not fork workers).  Elsewhere
+    (CI logs, tox, a pipe) plain lines, never cut to a width: a line when a variant starts, one
+    per finding, and one every ``PLAIN_EVERY`` seconds; each names its variant."""
+
+    PLAIN_EVERY = 30.0
 
     def __init__(self, target: str, quiet: bool, to_stderr: bool):
         from rich.console import Console
-        from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=to_stderr)
-        self.progress = Progress(TextColumn("{task.description}"), TimeElapsedColumn(),
-                                 console=self.console, auto_refresh=False, transient=False)
+        self.stream = sys.stderr if to_stderr else sys.stdout
+        self.plain = not self.console.is_terminal
+        self.progress = None
+        if not self.plain:
+            from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+            # markup=False: "[variant]" is text, not a rich style tag (which ate the variant's
+            # name from every line).
+            self.progress = Progress(TextColumn("{task.description}", markup=False),
+                                     TimeElapsedColumn(), console=self.console,
+                                     auto_refresh=False, transient=False)
         self.tasks: dict = {}
         self.target = target
         self._last = 0.0
 
     def __enter__(self):
-        self.progress.start()
+        if self.progress is not None:
+            self.progress.start()
         return self
 
     def __exit__(self, *exc):
-        self.progress.refresh()
-        self.progress.stop()
+        if self.progress is not None:
+            self.progress.refresh()
+            self.progress.stop()
+
+    def line(self, variant, result) -> str:
+        cats = ", ".join(sorted({f.category for f in result.findings})) or "none"
+        return (f"{self.target} [{variant}]  examples {result.examples}  ops {result.operations}"
+                f"  findings: {cats}")
 
     def update(self, event, variant=None, result=None, **data):
+        now = time.monotonic()
+        if self.plain:
+            if variant not in self.tasks:
+                self.tasks[variant] = self._last = now
+                print(f"{self.target} [{variant}] started", file=self.stream, flush=True)
+            if event == "finding":
+                found = data.get("found")
+                known = f", known {found.category}-{found.known}" if found and found.known else ""
+                what = f"{found.category} ({found.property}){known}" if found else ""
+                print(f"{self.target} [{variant}] finding: {what}", file=self.stream, flush=True)
+            elif now - self._last > self.PLAIN_EVERY:
+                self._last = now
+                print(self.line(variant, result), file=self.stream, flush=True)
+            return
         if variant not in self.tasks:
             self.tasks[variant] = self.progress.add_task(variant)
-        cats = ", ".join(sorted({f.category for f in result.findings})) or "none"
-        self.progress.update(self.tasks[variant], description=(
-            f"{self.target} [{variant}]  examples {result.examples}  ops {result.operations}  "
-            f"findings: {cats}"))
-        now = time.monotonic()
+        self.progress.update(self.tasks[variant], description=self.line(variant, result))
         if event == "finding" or now - self._last > 0.2:
             self._last = now
             self.progress.refresh()
 
 
-def _summary(target, results, seconds) -> None:
+def _summary(target, results, seconds, unreached=(), store=False, counted=0) -> None:
     print(f"\n{target}: {sum(r.examples for r in results)} examples, "
           f"{sum(r.operations for r in results)} operations in {seconds}s")
     for r in results:
@@ -448,8 +514,15 @@ def _summary(target, results, seconds) -> None:
             if f.reproduced and f.reproduced["k"] < f.reproduced["n"]:
                 mark += f" ({f.reproduced['k']}/{f.reproduced['n']})"  # came back k of n times
             note = f" [{f.note}]" if f.note else ""
-            print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops: "
-                  f"{f.report}{note}")
+            known = f", known {f.category}-{f.known} (nothing written)" if f.known else ""
+            # Under --store every finding says whose it is: the store author acts on theirs.
+            whose = ""
+            if store:
+                whose = f", {_WHOSE.get(f.owner, f.owner)}" + (f" ({f.why_owner})"
+                                                              if f.why_owner else "")
+            # The report's path comes last, after ": ", on every line (scripts read it there).
+            print(f"  [{r.variant}] {mark} {f.category} ({f.property}), {f.length} ops"
+                  f"{known}{whose}: {f.report}{note}")
         if r.stopped in ("SIGINT", "SIGTERM"):
             print(f"  [{r.variant}] stopped early by {r.stopped}")
         for m in r.flaky:
@@ -461,8 +534,20 @@ def _summary(target, results, seconds) -> None:
             print(f"  [{r.variant}] {r.not_reused} workers not reused: their case left "
                   f"something alive (last: {r.left_alive}); each next case got a fresh worker")
         for m in r.script_errors:
-            print(f"  [{r.variant}] script generator failed (a tool error; the report has the "
-                  f"older, unchecked script): {m}")
+            print(f"  [{r.variant}] script generator failed (a tool error; the report has no "
+                  f"checked script): {m}")
+    if store:
+        print(f"  the store's findings: {counted} (the framework's own are listed, not counted "
+              "in the exit status, unless --include-framework)" if counted or not
+              any(r.findings for r in results) else "  the store's findings: 0: every finding "
+              "above is the framework's (not counted in the exit status, unless "
+              "--include-framework)")
+    if unreached:
+        print(f"  not reached ({len(unreached)} of {len(unreached) + len(results)} variants; "
+              f"the time box ended first): {', '.join(unreached)}")
+
+
+_WHOSE = {"store": "the store's", "framework": "the framework's", "caller": "the caller's"}
 
 
 # -- bring your own store (--store) ------------------------------------------------------------

@@ -164,6 +164,35 @@ def mechanism(trace: Trace) -> tuple:
     return tuple(sorted(kinds))
 
 
+def _identity(trace: Trace) -> tuple:
+    """What makes two entries of one target and variant witnesses of the same defect, shown
+    the same way: category, verdict, the store under test, the mechanism."""
+    return (trace.target, trace.variant, trace.finding.category, trace.finding.verdict,
+            trace.versions.get("store-factory"), mechanism(trace))
+
+
+def known(trace: Trace, root: Path = CORPUS_DIR) -> Path | None:
+    """The entry under ``root`` that already shows ``trace``'s finding the same way (its own
+    fingerprint, or a failing entry of the same ``_identity``: what ``duplicates`` would call
+    redundant), or None.  A file that is not a readable entry is skipped here: ``fuzz`` only
+    asks whether to write, and the commands that read the corpus refuse such files."""
+    own = entry_path(trace, root)
+    if own.exists():
+        return own
+    folder = own.parent
+    if not folder.is_dir():
+        return None
+    wanted = _identity(trace)
+    for path in sorted(folder.glob("*.json")):
+        try:
+            entry = load_trace(path)
+        except UsageError:  # see the docstring
+            continue
+        if entry.finding is not None and entry.status != "FIXED" and _identity(entry) == wanted:
+            return path
+    return None
+
+
 def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
     """``(redundant entry, the entry kept)`` pairs: among the failing entries (not FIXED) of one
     target, variant, category, verdict and mechanism, the one kept is the best witness (one that
@@ -176,8 +205,7 @@ def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
         trace = load_trace(path)
         if trace.finding is None or trace.status == "FIXED":
             continue
-        key = (trace.target, trace.variant, trace.finding.category, trace.finding.verdict,
-               trace.versions.get("store-factory"), mechanism(trace))
+        key = _identity(trace)
         script = trace.finding.script or {}
         rate = trace.finding.reproduced
         flaky = (bool(rate) and rate.get("k") != rate.get("n")) or trace.finding.unmeasured

@@ -31,7 +31,7 @@ script that shows the defect with the framework's own API.
 **Yours or the framework's?**  With ``baseline=True`` (the default) every failure is replayed
 on the matching variant over the framework's own store first (LangGraph's SQLite saver,
 pydantic-graph's ``FileStatePersistence``, CrewAI's ``SQLiteFlowPersistence``: see
-``baseline_variant``): a failure
+``Adapter.baseline_variant``; ``fuzz/baseline.py``): a failure
 that reproduces there is the framework's, not your store's (a free race counts when the
 built-in saver breaks the same property at the same step: which racer does what is timing,
 ``same_defect``).  It is then *not* hidden: it is
@@ -41,17 +41,16 @@ test so the search goes on, and the test fails only on what the built-in saver d
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 FRAMEWORK_ALIASES = {"pydantic_graph": "pydantic-graph"}
-BASELINE_TRIALS = 3  # replays on the built-in saver before a failure is called the store's
 
 
 class StoreFailure(AssertionError):
-    """resumefuzz found a divergence on your store; the message has the report and script."""
+    """resumefuzz found a divergence on your store; the message says where to look in the
+    store, and gives the report and the replay line."""
 
 
 @dataclass(kw_only=True)
@@ -67,6 +66,7 @@ class StoreTest:
     baseline: bool = True
     framework_findings: list = field(default_factory=list)
     _adapter: object = None
+    _baseline: object = None
     _path: str = ""
 
     # -- set up ---------------------------------------------------------------------------
@@ -142,10 +142,10 @@ class StoreTest:
             category = failure.divergence.category
             # Hypothesis could not reproduce it at once: a race or a background writer.
             timing = " (timing-dependent)" if getattr(failure, "timing", False) else ""
-            trace, report_file = self._keep(adapter, chosen, failure)
-            also = self._on_baseline(trace)
+            trace, report_file, ownership = self._keep(adapter, chosen, failure)
+            also = ownership.note if ownership and ownership.owner == "framework" else None
             if also or trace.finding.verdict == "D":
-                why = (f"also on {also}: the framework's, not the store's" if also
+                why = (f"{also}: the framework's, not the store's" if also
                        else "a weakening the framework documents (verdict D)")
                 self.framework_findings.append((chosen.name, category, str(report_file)))
                 print(f"resumefuzz: [{chosen.name}] {category}{timing} set aside ({why}); "
@@ -159,7 +159,8 @@ class StoreTest:
             raise StoreFailure(
                 f"{category}{timing} ({trace.finding.property}) on {chosen.name}, "
                 f"{len(trace.operations)} operations: {trace.finding.detail}\n"
-                f"report: {report_file}\n"
+                + (f"{trace.finding.note}\n" if trace.finding.note else "")
+                + f"report: {report_file}\n"
                 f"replay: resumefuzz replay {entry} --store {self._path}\n"
                 f"no checked standalone script yet: resumefuzz report {entry} --store "
                 f"{self._path} --verify 3 --reports {self.reports_dir} writes and checks one"
@@ -170,26 +171,16 @@ class StoreTest:
 
         trace = corpus.entry_from_failure(failure, adapter.name, variant.name, failure.workflow,
                                           dict(adapter.versions()))
+        ownership = None
+        if self.baseline:  # whose it is, as the command line's --store decides it
+            from fuzz.baseline import Baseline
+
+            if self._baseline is None:
+                self._baseline = Baseline(adapter, self.op_timeout)
+            trace, ownership = self._baseline.own(trace)
         path = corpus.save(trace, self.corpus_dir)
         script = adapter.repro_script(variant, trace.workflow, trace.operations)
-        return trace, report.write(trace, path, script, self.reports_dir)
-
-    def _on_baseline(self, trace) -> str | None:
-        """The built-in variant on which ``trace`` fails the same way, if any."""
-        baseline = baseline_variant(self.framework, trace.variant, self.adapter()._store.name)
-        if not self.baseline or baseline is None:
-            return None
-        from fuzz.replay import Replayer
-        from fuzz.targets import prepare, resolve
-
-        plain = prepare(resolve(FRAMEWORK_ALIASES.get(self.framework, self.framework)))
-        replayer = Replayer(self.op_timeout, adapters={plain.name: plain})
-        again = trace.with_(variant=baseline, versions={})
-        for _ in range(BASELINE_TRIALS):
-            shown = same_defect(trace, replayer.replay_trace(again))
-            if shown is not None:  # "": the same category
-                return f"the framework's own {baseline}{shown}"
-        return None
+        return trace, report.write(trace, path, script, self.reports_dir), ownership
 
     # -- the unittest idiom ---------------------------------------------------------------
     @property
@@ -249,46 +240,6 @@ def trace_path(trace, root: Path) -> Path:
     return corpus.entry_path(trace, root)
 
 
-def same_defect(trace, result) -> str | None:
-    """Whether a replay ``result`` of ``trace`` on the built-in saver shows its defect: ``""``
-    (the same category), a note (a free race: the same property broken at the same step, under
-    the category that interleaving gives), or None.  A free race decides by timing which racer
-    does what: in ``docs/examples/test_my_saver.py`` one interleaving on the store made a
-    DoubleConsume (CO) of what the built-in saver shows 12 of 12 times as a LostUpdate (CO), and
-    the store was blamed for it (CI, 2026-12-05)."""
-    from fuzz.minimize import timing_dependent
-    from refmodel import CATEGORY_INFO
-
-    if result.status == "FAILED":
-        return ""
-    finding = trace.finding
-    if (result.status == "CHANGED" and timing_dependent(trace) and finding is not None
-            and result.step == finding.step and result.category in CATEGORY_INFO
-            and CATEGORY_INFO[result.category].breaks == finding.property):
-        return f" (as {result.category}: a free race decides which)"
-    return None
-
-
-def baseline_variant(framework: str, variant: str, store_name: str) -> str | None:
-    """The built-in variant a custom-store variant is compared with: LangGraph's ``SqliteSaver``
-    (same axes), pydantic-graph's ``FileStatePersistence`` (same resume and recover spellings;
-    its new runs start with ``graph.iter``), CrewAI's ``@persist(SQLiteFlowPersistence)``
-    (``persist-sqlite``: the same spellings)."""
-    prefix = f"store-{store_name}-"
-    if not variant.startswith(prefix):
-        return None
-    rest = variant[len(prefix):]
-    target = FRAMEWORK_ALIASES.get(framework, framework)
-    if target == "langgraph":
-        return "sqlite-" + rest
-    if target == "pydantic-graph":
-        found = re.fullmatch(r"start_[a-z]+-(resume_[a-z]+-recover_[a-z]+)", rest)
-        return f"file-single-{found.group(1)}" if found else None
-    if target == "crewai":
-        return "persist-sqlite"
-    return None
-
-
 def store_test(framework: str, factory, *, variants=(), op_timeout: float = 60.0,
                reports_dir=".resumefuzz/reports", corpus_dir=".resumefuzz/corpus",
                baseline: bool = True) -> StoreTest:
@@ -296,7 +247,7 @@ def store_test(framework: str, factory, *, variants=(), op_timeout: float = 60.0
     on ``framework`` (``"langgraph"``, ``"pydantic-graph"``, ``"crewai"``).
 
     ``variants``: suffixes to test (default: every variant of the store); ``baseline``: set
-    aside, loudly, what the framework's own store shows too (``baseline_variant``)."""
+    aside, loudly, what the framework's own store shows too (``fuzz.baseline``)."""
     return StoreTest(framework=framework, factory=factory, variants=tuple(variants),
                      op_timeout=op_timeout, reports_dir=Path(reports_dir),
                      corpus_dir=Path(corpus_dir), baseline=baseline)

@@ -19,7 +19,7 @@ def bounded_campaign(target: str, store, variant: str, workdir: Path, *, example
     done = subprocess.run(
         [sys.executable, "-m", "fuzz", "fuzz", target, "--store", store.path,
          "--variant", variant, "--max-examples", str(examples), "--no-shrink", "--seed", "3",
-         "--op-timeout", str(op_timeout), "--profile", "ci"],
+         "--op-timeout", str(op_timeout), "--profile", "ci", "--results", "results"],
         capture_output=True, text=True, timeout=900, cwd=workdir,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])})
     assert done.returncode in (0, 1), done.stderr[-3000:]

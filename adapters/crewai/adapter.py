@@ -115,6 +115,12 @@ class CrewAIAdapter(Adapter):
             found["store-factory"] = self._store.path
         return found
 
+    def baseline_variant(self, variant: Variant) -> str | None:
+        """``@persist(SQLiteFlowPersistence)``, the same spellings."""
+        if self._store is None or not variant.name.startswith(f"store-{self._store.name}-"):
+            return None
+        return "persist-sqlite"
+
     def variants(self) -> Sequence[Variant]:
         if self._store is not None:
             from .custom import custom_variants

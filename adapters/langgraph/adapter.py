@@ -224,6 +224,21 @@ class LangGraphAdapter(Adapter):
             out["store-factory"] = self._store.path
         return out
 
+    def baseline_variant(self, variant: Variant) -> str | None:
+        """``SqliteSaver`` on the same axes: ``store-<name>-graph-sync-head-update`` is compared
+        with ``sqlite-graph-sync-head-update``."""
+        prefix = f"store-{self._store.name}-" if self._store is not None else None
+        if prefix is None or not variant.name.startswith(prefix):
+            return None
+        return "sqlite-" + variant.name[len(prefix):]
+
+    def store_methods(self, variant: Variant, category: str, detail: str) -> str:
+        if self._store is None:
+            return ""
+        from .custom import implicated
+
+        return implicated(category, detail)
+
     def variants(self) -> Sequence[Variant]:
         if self._store is not None:
             from .custom import custom_variants

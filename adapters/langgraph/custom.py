@@ -56,3 +56,43 @@ def check_saver(factory):
                             f"{', '.join(prefix + m for m in missing)}{hint}")
         return {}
     return check
+
+
+# What a store finding points at in a ``BaseCheckpointSaver`` (``Adapter.store_methods``): what
+# LangGraph keeps where, so a store author knows which of their methods to read first.
+STORE_METHODS = {
+    "StateMismatch": "put / get_tuple: a checkpoint's channel values (the done list, the "
+                     "answers) as put must be what get_tuple returns; put_writes / get_tuple: "
+                     "a pending interrupt and a finished task's result are writes of their "
+                     "checkpoint, read back as CheckpointTuple.pending_writes",
+    "Replay": "put_writes / get_tuple: a finished task's result is a write of its checkpoint "
+              "(put_writes), read back as pending_writes; lost or not read back, LangGraph "
+              "runs the task again",
+    "PrefixReplay": "put_writes / get_tuple: a finished task's result is a write of its "
+                    "checkpoint (put_writes), read back as pending_writes; lost or not read "
+                    "back, LangGraph runs the task again",
+    "DoubleConsume": "put / get_tuple: once an interrupt is consumed, the checkpoint written "
+                     "after it (put) must be the one the next get_tuple returns",
+    "LostUpdate": "put / put_writes: two callers resumed one interrupt; the second write to a "
+                  "checkpoint the first already moved past is stored as if it were first",
+    "ForkIgnore": "list / get_tuple with a checkpoint_id / put: a fork reads the checkpoint it "
+                  "addresses (found through list) and writes its branch from there",
+    "Stuck": "get_tuple / put_writes: the pending interrupt (a write of its checkpoint) must "
+             "be read back for a resume to consume it",
+    "InvalidPersist": "put / get_tuple (and the serializer): what is read back must be what "
+                      "was put",
+    "NondetRecovery": "the StoreHandle's clone / get_tuple: two copies of one store must read "
+                      "back the same",
+}
+STALE_READ = ("get_tuple and list: a read without a checkpoint_id must return the newest "
+              "checkpoint put, and list must start with it")
+
+
+def implicated(category: str, detail: str) -> str:
+    """The saver methods a store finding implicates (``STORE_METHODS``); ``""`` when the error
+    already names the method that raised (``[in MySaver.get_tuple]``)."""
+    if "[in " in detail:
+        return ""
+    if "stale read" in detail:
+        return STALE_READ
+    return STORE_METHODS.get(category, "")

@@ -75,6 +75,18 @@ class PydanticGraphAdapter(Adapter):
             out["store-factory"] = self._store.path
         return out
 
+    def baseline_variant(self, variant):
+        """``FileStatePersistence`` with the same resume and recover spellings (its new runs
+        start with ``graph.iter``, the only start the file persistence has)."""
+        import re
+
+        prefix = f"store-{self._store.name}-" if self._store is not None else None
+        if prefix is None or not variant.name.startswith(prefix):
+            return None
+        found = re.fullmatch(r"start_[a-z]+-(resume_[a-z]+-recover_[a-z]+)",
+                             variant.name[len(prefix):])
+        return f"file-single-{found.group(1)}" if found else None
+
     def variants(self):
         if self._store is not None:
             from .custom import custom_variants

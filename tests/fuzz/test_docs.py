@@ -15,11 +15,6 @@ from fuzz.cli import _parser
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"
 
-#: Flags docs/cli.md documents for a change made on another branch at the same time (the
-#: ``fuzz --store`` ownership split, ``--version``).  Once the parser has one, this test fails
-#: until it is removed from here, so the set empties itself at the merge.
-PENDING = {("fuzz", "--include-framework"), ("", "--version")}
-
 FLAG = re.compile(r"--(?!help\b)[a-z][a-z-]*")  # --help: every command has it
 
 
@@ -93,11 +88,9 @@ def test_every_command_has_a_section_in_the_cli_reference():
 def test_the_synopsis_lists_exactly_the_parsers_flags(command):
     commands = _commands()
     documented = _synopsis_flags(command, _sections(CLI_DOC.read_text())[command])
-    pending = {flag for c, flag in PENDING if c == command}
     real = commands[command]
     assert sorted(real - documented) == [], f"docs/cli.md misses flags of `{command}`"
-    assert sorted(documented - real - pending) == [], f"`{command}` has no such flags"
-    assert sorted(pending & real) == [], "in the parser now: remove these from PENDING"
+    assert sorted(documented - real) == [], f"`{command}` has no such flags"
 
 
 def test_the_prose_names_only_flags_its_command_has():
@@ -105,7 +98,7 @@ def test_the_prose_names_only_flags_its_command_has():
     wrong = [(command, owner, flag)
              for command, body in _sections(CLI_DOC.read_text()).items()
              for owner, flag in _prose_flags(command, body, commands)
-             if flag not in commands[owner] and (owner, flag) not in PENDING]
+             if flag not in commands[owner]]
     assert wrong == []
 
 

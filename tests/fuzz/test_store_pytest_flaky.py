@@ -79,7 +79,7 @@ def test_a_free_race_shown_on_the_builtin_saver_under_another_category_is_the_fr
     from fuzz.replay import ReplayResult
     from fuzz.trace import Finding, Trace
     from refmodel import Race, Start, Workflow
-    from resumefuzz.pytest import same_defect
+    from fuzz.baseline import same_defect
 
     wf = Workflow(4, {2, 4}, ("a", "b"))
     finding = Finding("DoubleConsume", "CO", 1, "gate 4 consumed 'b'")
