@@ -519,8 +519,8 @@ def _earlier(ctx: Context) -> tuple | None:
             continue
         if any(a.state == state for a in allowed):
             return k + 1, op
-    if not state.done and not state.answers and state.pending is None and state.status == "new":
-        return 0, None  # what the thread was before its first op: nothing stored at all
+    # Not the empty state before the thread's first op: a store that lost the run's writes
+    # reads back the same nothing, and "stale" would send its author to the wrong method.
     return None
 
 
@@ -534,18 +534,52 @@ def _stale(ctx: Context) -> str:
     if found is None:
         return ""
     k, op = found
-    when = f"after step {k}, {op.name}" if op is not None else "before its first operation"
-    return f"stale read (thread {_branch_of(ctx.op)}'s state as it was {when}): "
+    return f"stale read (thread {_branch_of(ctx.op)}'s state as it was after step {k}, {op.name}): "
 
 
 def _stale_read(ctx: Context) -> str | None:
     # Rule 20 names a stale state when the labels agree; here they do not (the op ran on the
     # old version and did something else, or a query of it): still the store's read, PC.
-    if isinstance(ctx.op, Fork) or _earlier(ctx) is None:
+    if isinstance(ctx.op, Fork):
         return None
-    got = ctx.observed.state.to_json()
-    expected = ctx.canonical.state.to_json() if ctx.canonical and ctx.canonical.state else None
-    return f"{_stale(ctx)}read back {got} ({ctx.observed.outcome}), expected {expected}"
+    if _earlier(ctx) is not None:
+        got = ctx.observed.state.to_json()
+        expected = ctx.canonical.state.to_json() if ctx.canonical and ctx.canonical.state else None
+        return f"{_stale(ctx)}read back {got} ({ctx.observed.outcome}), expected {expected}"
+    return _stale_pause(ctx)
+
+
+def _stale_pause(ctx: Context) -> str | None:
+    # The op ran nothing and answered "interrupted", a pause the thread is no longer in (no
+    # allowed outcome says it) but was in after an earlier step: it read an older checkpoint,
+    # while the state read back after it is current.
+    observed = ctx.observed
+    if observed.outcome != "interrupted" or observed.effects:
+        return None
+    if any(e.outcome == "interrupted" for e in ctx.allowed):
+        return None
+    lineage = _lineage(ctx, _branch_of(ctx.op))
+    for k in range(len(ctx.history) - 1, -1, -1):
+        op, seen, allowed = _step(ctx.history[k])
+        if (_branch_of(op) in lineage and seen.state is not None
+                and seen.state.status == "interrupted"
+                and any(a.state == seen.state for a in allowed)):
+            expected = ctx.canonical.outcome if ctx.canonical else None
+            return (f"stale read (the op answered from thread {_branch_of(op)}'s checkpoint as "
+                    f"it was after step {k + 1}, {op.name}): it reported interrupted with "
+                    f"nothing run, expected {expected}")
+    return None
+
+
+def _lineage(ctx: Context, branch: str) -> set:
+    """``branch`` and the threads it was forked from, through the history's forks: a fork's
+    checkpoints grow from its source's, so a stale read of it may return one of theirs."""
+    lineage = {branch}
+    for step in reversed(ctx.history):
+        op = _step(step)[0]
+        if isinstance(op, Fork) and op.new_thread in lineage:
+            lineage.add(op.thread)
+    return lineage
 
 
 def _fork_refused(ctx: Context) -> str | None:

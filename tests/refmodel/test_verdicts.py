@@ -617,3 +617,22 @@ def test_a_refused_fork_of_an_intact_thread_is_fork_ignore():
     # Forking a thread the model says is damaged may be refused: no divergence there.
     tampered, _ = walk(model, [Tamper("t0", how="corrupt")], world)
     assert judge(model, tampered, fork, refused, history) is None
+
+
+def test_an_op_answering_from_a_pause_the_thread_left_is_a_stale_read():
+    model = Model(GATE2)
+    world, history = walk(model, [Start("t0"), Resume("t0", value="a")])
+    done = history[-1][1].state
+    # Recovering the completed thread ran nothing but said "interrupted": it read the paused
+    # checkpoint of step 1, although the state read back after it is the current one.
+    answered = Observation("interrupted", (), done)
+    found = judge(model, world, Recover("t0"), answered, history)
+    assert (found.category, found.rule) == ("StateMismatch", "stale-read"), found
+    assert "as it was after step 1, start" in found.detail
+    # With no pause in the thread's history there is nothing it could have read: unexplained.
+    assert judge(model, world, Recover("t0"), answered, ()).rule == "unexplained"
+    # A fork's checkpoints grow from its source's: the pause read may be the source's.
+    world, history = walk(model, [Start("t0"), Fork("t0", gate=2, value="a", new_thread="f1")])
+    answered = Observation("interrupted", (), history[-1][1].state)
+    found = judge(model, world, Recover("f1"), answered, history)
+    assert found.rule == "stale-read" and "thread t0's checkpoint" in found.detail, found
