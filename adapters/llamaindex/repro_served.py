@@ -21,9 +21,9 @@ from the core's workflow definition (``repro.py``) and the definitions below, pa
   or ``wait_for_handler`` after an answer; no ``follow`` is defined where none is left.  The
   trace's one crash point, as a task starts, in such a step: the task raises where ``CRASH``
   is set, which the step sets around its run, the failed run's HTTP 500 suppressed there
-  (``_flaggable``).  The store's file of a script with a tamper is the constant ``DB`` in a
-  directory of its own; the list ``EFFECTS`` is appended to by the tasks themselves and sliced
-  in the check (``_log_inlined``).
+  (``_flaggable``).  The store's file is in the runtime's ``WORKDIR``, which the script
+  removes as it exits (with a tamper: the constant ``DB``); the list ``EFFECTS`` is appended
+  to by the tasks themselves and sliced in the check (``_log_inlined``).
 - DBOS (``dbos-wait``): ``launch()`` configures DBOS on a SQLite system database, the
   ``DBOSRuntime`` and the workflow on it; ``follow`` reads the run's published events.
 
@@ -97,9 +97,9 @@ SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"}
 # -- what the script contains --------------------------------------------------------------------
 
 DB = os.path.join(WORKDIR, "server.sqlite")
-DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'  # DB, as the script writes it
-# ... in a directory of its own: where one server opens it, or as the constant ``DB`` (made once)
-SINGLE_DB_SRC = 'os.path.join(tempfile.mkdtemp(), "server.sqlite")'
+# DB, as the script writes it: in the runtime's WORKDIR, which the script removes as it exits
+# (where one server opened it, it was in a folder of its own that stayed behind, until 2026-12-07)
+DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'
 
 
 @contextlib.asynccontextmanager
@@ -323,12 +323,7 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
     answered = any(op.name in ("resume", "race") for op in ops)
     tampers = any(op.name == "tamper" for op in ops)
     if not tampers:  # only the tamper's SQL names the file again: no constant for it otherwise
-        # one server process in the script (one ``serving()`` block, or the one background
-        # server): its file in a directory of its own, no WORKDIR for it
-        single = one_server or (not racers and sum(
-            any("async with serving()" in c for c in s.calls) for s in steps) == 1)
-        serve = serve.replace("SqliteWorkflowStore(DB)",
-                              f"SqliteWorkflowStore({SINGLE_DB_SRC if single else DB_SRC})")
+        serve = serve.replace("SqliteWorkflowStore(DB)", f"SqliteWorkflowStore({DB_SRC})")
     # No step follows a stream where each run it awaits ends (``waited``): no ``follow``.
     followed = one_server or any("await follow(" in c for c in [*helpers, *(
         c for s in steps for c in s.calls)])
@@ -337,14 +332,14 @@ def _server_parts(evidence, ops, check, steps, gates, helpers, one_server=False)
     if one_server:
         follows.append(_source(follow_in_time))
         outcomes = [source_as(outcome_in_time, "outcome")]
-    parts = [*([f"DB = {SINGLE_DB_SRC}  # one file, every server's and the tamper's"] if tampers else []),
+    parts = [*([f"DB = {DB_SRC}  # one file, every server's and the tamper's"] if tampers else []),
              *([f"ALL_UP = multiprocessing.Barrier({racers})"] if racers else []),
              serve, *follows, *helpers, *outcomes,
              *(["client = serve_in_background()  # one server process for every step below"]
                if one_server else [])]
     imports = ("import uvicorn", "from llama_agents.client import WorkflowClient",
                "from llama_agents.server import SqliteWorkflowStore, WorkflowServer")
-    stdlib = ("contextlib", "os", "socket", "tempfile", *(["multiprocessing"] if racers else []),
+    stdlib = ("contextlib", "os", "socket", *(["multiprocessing"] if racers else []),
               *(["sqlite3"] if tampers else []), *(["threading", "time"] if one_server else []))
     return parts, imports, stdlib
 

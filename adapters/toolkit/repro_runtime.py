@@ -25,12 +25,17 @@ if __name__ == "__main__":  # a script's top level, never the engine importing t
     # temporary folder's removal.  (pytest sets ``sys.last_value`` on a failed test: in the
     # engine's process this would turn pytest's exit status into 2.)
     atexit.register(lambda: hasattr(sys, "last_value") and os._exit(sys.stdout.flush() or 2))
-
-WORKDIR = tempfile.mkdtemp(prefix="repro-")
-# Removed when the script exits (its verdict, an exception), by the process that made it only: a
-# forked child (``in_child``, ``race``) that exits must not take its parent's folder.  One CI run
-# left about 950 of them behind before 2026-12-07.
-atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(WORKDIR, True))
+    WORKDIR = tempfile.mkdtemp(prefix="repro-")
+    # Removed when the script exits (its verdict, an exception), by the process that made it
+    # only: a forked child (``in_child``, ``race``) that exits must not take its parent's folder.
+    # One CI run left about 950 of them behind before 2026-12-07.
+    atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(WORKDIR, True))
+else:
+    # The engine imports this module for its names and their source, in processes that end with
+    # ``os._exit`` or a SIGKILL (workers, fork servers), where no exit function runs: a folder
+    # made here was left behind by each of them (116 by one replay of CrewAI's corpus).  Only a
+    # script makes its WORKDIR; the engine's is a name, never created.
+    WORKDIR = os.path.join(tempfile.gettempdir(), "repro-of-a-script")
 EFFECTS = os.path.join(WORKDIR, "effects.sqlite")
 CRASH = None  # where the current call dies: (task, moment, "exception" | "sigkill")
 

@@ -215,6 +215,22 @@ def test_a_forked_child_that_exits_leaves_its_parents_folder(tmp_path):
     assert left == []  # and the parent's exit removed it
 
 
+def test_the_engine_importing_the_runtime_makes_no_folder(tmp_path):
+    """Workers and fork servers import the runtime (through ``script``) and end with
+    ``os._exit`` or a SIGKILL, where no exit function runs: until 2026-12-07 each left the
+    ``repro-*`` folder the import made (116 by one replay of CrewAI's corpus).  Only a script
+    makes its ``WORKDIR``."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os, adapters.toolkit.script; os._exit(0)"], cwd=tmp_path,
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": root, "TMPDIR": str(temp)})
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in temp.iterdir()) == []
+
+
 def test_snippets_are_the_runtime_functions_without_docstrings():
     text = snippet("effect")
     assert text.startswith("def effect(task, value):") and '"""' not in text

@@ -167,7 +167,7 @@ def test_the_last_task_of_a_swarm_raising_sends_no_reply_of_its_own(adapter):
     check_standalone(repro.script, HARNESS)
 
 
-def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call():
+def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call(tmp_path):
     """A process that forks and dies takes no connection along: where a step is killed, each
     store call connects (``shared=False``); elsewhere the script opens one connection."""
     from types import SimpleNamespace
@@ -186,8 +186,9 @@ def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call():
     # the check reads a run never saved: the load that returns None for it
     unsaved = [SimpleNamespace(name="start", thread="t1")]
     guarded, _, _ = generator._store(every, True, SimpleNamespace(reads_state=True), unsaved, shared=True)
-    for store, unknown in ((shared, False), (guarded, True)):
-        namespace = {"WORKDIR": str(__import__("tempfile").mkdtemp()), **vars(__import__("builtins"))}
+    for k, (store, unknown) in enumerate(((shared, False), (guarded, True))):
+        (workdir := tmp_path / f"workdir{k}").mkdir()  # pytest's, not a mkdtemp() left behind
+        namespace = {"WORKDIR": str(workdir), **vars(__import__("builtins"))}
         exec("import json, os, sqlite3\n" + "\n".join([*opening, *store]), namespace)
         namespace["save"]("run-1", {"n": 1})
         namespace["save"]("run-1", {"n": 2})

@@ -5,6 +5,9 @@ LlamaIndex gets right."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -109,24 +112,43 @@ def test_server_script_of_a_hang_keeps_one_server_and_bounds_the_wait(adapter):
     assert not reprocheck.script_for(adapter, variant, killed, STUCK_CALLS).checked
 
 
-def test_server_script_of_one_start_writes_its_constants_in_place(adapter):
+def test_server_script_of_one_start_writes_its_constants_in_place(adapter, tmp_path):
     """One start whose task writes outside the schema, on one server: the task body writes
-    ``"<bad>"`` itself (no ``BAD_OUTPUT``), the store's file lies in a directory of its own (no
-    ``WORKDIR``), the outcome's one line is written in the step (no ``outcome`` helper), and the
-    script still shows the run completing where the contract wants a refusal."""
+    ``"<bad>"`` itself (no ``BAD_OUTPUT``), the store's file lies in the script's ``WORKDIR``,
+    which it removes as it exits, the outcome's one line is written in the step (no ``outcome``
+    helper), and the script still shows the run completing where the contract wants a
+    refusal."""
     trace = load_trace(CORPUS / "server-wait" / "InvalidPersist-dd2cf93a35b0.json")
     repro = reproduce(adapter, trace)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     script = repro.script
     assert 'state.done = [*state.done, "<bad>"]' in script and "BAD_OUTPUT" not in script
-    assert "WORKDIR" not in script and "tempfile.mkdtemp()" in script
+    assert 'SqliteWorkflowStore(os.path.join(WORKDIR, "server.sqlite"))' in script
+    assert "tempfile.mkdtemp()" not in script and "shutil.rmtree(WORKDIR, True)" in script
     assert "def outcome(" not in script
     assert "stopped_at = await follow(client, 'run-1', after=-1)" in script
     assert "verdict('outcome', status, ['rejected'])" in script
     # No racer: the listening socket holds the first request until the server has started.
     assert "http.started" not in script and "asyncio.sleep" not in script
-    assert repro.lines <= 57, script
+    # 57 before 2026-12-07: +1, the exit-2 line; +2, WORKDIR and its removal at exit (the
+    # store's file was in a folder of its own, left behind)
+    assert repro.lines <= 60, script
     check_standalone(script, HARNESS)
+    # The script leaves no folder behind (the store's stayed in the temporary folder before).
+    assert _folders_left(script, tmp_path) == []
+
+
+def _folders_left(script: str, tmp_path: Path) -> list:
+    """What one run of ``script``, with a temporary folder of its own, leaves in it."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**env, "TMPDIR": str(temp)})
+    assert proc.returncode == 1 and "DEFECT SHOWS" in proc.stdout, proc.stdout + proc.stderr
+    return sorted(p.name for p in temp.iterdir())
 
 
 def test_a_run_that_ends_is_awaited_not_followed():
@@ -175,18 +197,20 @@ def test_a_flag_set_for_a_later_step_exists_unset_for_the_steps_before():
 def test_server_script_of_a_tampered_store_awaits_its_start(adapter):
     """A start that completes, its newest tick cut in half in SQLite, a restarted server: the
     start is one ``POST /run`` (no event stream read: no ``follow`` defined), the store's file
-    a constant in a directory of its own (no ``WORKDIR``), and the script still shows the
-    handler completing where the contract wants a refusal."""
+    a constant in the script's ``WORKDIR``, which it removes as it exits, and the script still
+    shows the handler completing where the contract wants a refusal."""
     trace = load_trace(CORPUS / "server-wait-private" / "InvalidPersist-308a5c3daa89.json")
     repro = reproduce(adapter, trace)
     assert repro.checked and repro.reproduces == (1, 1), repro.outputs
     script = repro.script
     assert "        await client.run_workflow('linear', handler_id='run-1')\n" in script
     assert "def follow(" not in script and "run_workflow_nowait" not in script
-    assert 'DB = os.path.join(tempfile.mkdtemp(), "server.sqlite")' in script
-    assert "WORKDIR" not in script and "with sqlite3.connect(DB) as db:" in script
+    assert 'DB = os.path.join(WORKDIR, "server.sqlite")' in script
+    assert "shutil.rmtree(WORKDIR, True)" in script and "with sqlite3.connect(DB) as db:" in script
     assert "http.started" not in script
-    assert repro.lines <= 60, script
+    # 60 before 2026-12-07: +1, the exit-2 line; +2, WORKDIR and its removal at exit (the
+    # store's file was in a folder of its own, left behind)
+    assert repro.lines <= 63, script
     check_standalone(script, HARNESS)
 
 
@@ -214,7 +238,8 @@ def test_server_script_of_a_crash_sets_its_flag_around_its_step(adapter):
     assert "def effect(" not in script and "    EFFECTS.append((t, value))\n" in script
     assert "fired" not in script.replace("'effects fired'", "")
     assert "verdict('effects fired', sorted(EFFECTS[before:], key=repr), [[(2, None)]])" in script
-    assert repro.lines <= 60, script
+    # 60 before 2026-12-07: +2, the exit-2 line and WORKDIR's removal at exit
+    assert repro.lines <= 62, script
     check_standalone(script, HARNESS)
 
 
