@@ -273,7 +273,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="corpus", metavar="DIR", help="corpus directory")
     p.add_argument("--reports", default="shrink_reports", metavar="DIR", help="reports directory")
     p.add_argument("--results", default="results", metavar="DIR",
-                   help="evidence directory (the matrix goes to its matrix/ folder)")
+                   help="evidence directory (the matrix is written there too, as matrix.md "
+                        "and matrix.html)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.set_defaults(func=_nightly)
 
@@ -537,14 +538,11 @@ def _summary(target, results, seconds, unreached=(), store=False, counted=0) -> 
             print(f"  [{r.variant}] script generator failed (a tool error; the report has no "
                   f"checked script): {m}")
     if store:
-        print(f"  the store's findings: {counted} (the framework's own are listed, not counted "
-              "in the exit status, unless --include-framework)" if counted or not
-              any(r.findings for r in results) else "  the store's findings: 0: every finding "
-              "above is the framework's (not counted in the exit status, unless "
-              "--include-framework)")
+        print(f"  the store's findings: {counted}; the framework's own, listed above, count in "
+              "the exit status only with --include-framework")
     if unreached:
         print(f"  not reached ({len(unreached)} of {len(unreached) + len(results)} variants; "
-              f"the time box ended first): {', '.join(unreached)}")
+              f"the time box or a signal ended the campaign first): {', '.join(unreached)}")
 
 
 _WHOSE = {"store": "the store's", "framework": "the framework's", "caller": "the caller's"}
