@@ -105,6 +105,7 @@ def test_the_prose_names_only_flags_its_command_has():
 # -- links ----------------------------------------------------------------------------------------
 
 READER_FILES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", ROOT / "benchmarks" / "README.md",
+                *sorted((ROOT / "benchmarks" / "history").glob("*.md")),
                 *sorted((ROOT / "docs").rglob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
