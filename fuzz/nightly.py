@@ -145,13 +145,14 @@ def job_cores(jobs: int, cpus) -> list | None:
     Pinned only when the jobs fill the CPUs evenly (``jobs`` a multiple of their number): then
     no core is left for a campaign's own side work (its spare worker forked, its closing worker
     cleaning up, while its parent goes on), which an unpinned campaign spreads over the other
-    jobs' cores, migrating and interrupting them.  Measured on 2 cores (benchmarks/README.md,
-    nineteenth round): ``--jobs 2`` ran more examples a second pinned in 3 of 4 pairs (the
-    reference +6 % and +9 %, pydantic-graph -4 % and +25 %).  With fewer jobs than CPUs a
-    campaign keeps the idle cores for that side work: not pinned.  The price: a pinned
+    jobs' cores, migrating and interrupting them.  Measured on 2 cores
+    (benchmarks/history/round-19.md): ``--jobs 2`` ran more examples a second pinned in 3 of 4
+    pairs (the reference +6 % and +9 %, pydantic-graph -4 % and +25 %).  With fewer jobs than
+    CPUs a campaign keeps the idle cores for that side work: not pinned.  The price: a pinned
     campaign's free race runs its racers on one CPU, where they overlap less often (two
     pydantic-graph free-race entries: 70 of 80 and 52 of 60 pinned, 79 of 80 and 58 of 60 free;
-    twenty-sixth round), so a finding's recorded rate there is a pinned one."""
+    benchmarks/README.md, "Timing-dependent findings"), so a finding's recorded rate there is a
+    pinned one."""
     cpus = sorted(cpus)
     if jobs < 2 or len(cpus) < 2 or jobs % len(cpus):
         return None

@@ -115,8 +115,8 @@ class Settings:
     # were a third of its CPU.  Off by default: with it on, one reference campaign of CI's
     # core run counted a tool error that the same campaign did not show here in 138 runs, 120
     # of them three at a time beside two busy loops; until that is explained, the parent forks
-    # its workers (benchmarks compare the two: benchmarks/README.md, twenty-fourth and
-    # twenty-fifth rounds).
+    # its workers (benchmarks compare the two: benchmarks/history/round-24.md and
+    # round-25.md).
     fork_server: bool = False
 
 
@@ -194,7 +194,7 @@ class Session:
         Only where the variant reuses workers (``Capabilities.reuse_worker``): there it was
         measured (the reference target, LangGraph, AutoGen); 30-second CrewAI campaigns, whose
         every case forks a worker, overran their time box by up to 25 s with it (up to 7 s
-        without), not yet explained (benchmarks/README.md, twenty-fourth round)."""
+        without), not yet explained (benchmarks/history/round-24.md)."""
         return self.settings.mode == "fork" and self.settings.fork_server \
             and bool(getattr(self.capabilities, "reuse_worker", False))
 

@@ -175,7 +175,7 @@ def capabilities(variant: Variant) -> Capabilities:
         # Each operation is one asyncio.run with a team built for it, and the store is the
         # case's files or SQLite rows in workdir: nothing of a case outlives it in the process.
         # The corpus replayed in one reused worker per variant observed what fresh workers
-        # did, leaving no thread or file (benchmarks/README.md, twenty-first round).
+        # did, leaving no thread or file (benchmarks/history/round-21.md).
         reuse_worker=True,
     )
 

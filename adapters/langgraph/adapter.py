@@ -307,7 +307,7 @@ class LangGraphAdapter(Adapter):
             # Case.close; the adapter keeps nothing per case on itself or in a module.  The
             # worker checks that no thread or file outlives a case (worker.Residue); the whole
             # corpus replayed in one reused worker per variant left none and observed what
-            # fresh workers did (benchmarks/README.md, twenty-first round).  A third-party
+            # fresh workers did (benchmarks/history/round-21.md).  A third-party
             # store's package may keep module state (a pool, a client) we cannot vouch for:
             # those fork a worker per case.
             reuse_worker=o["saver"] != "custom",

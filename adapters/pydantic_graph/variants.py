@@ -138,7 +138,7 @@ def capabilities(variant: Variant) -> Capabilities:
         tamper_scope="thread",  # one persistence object per thread, in this worker
         # The persistence objects are the case's, gone with it; each operation is its own
         # asyncio.run.  The corpus replayed in one reused worker per variant observed what
-        # fresh workers did, leaving no thread or file (benchmarks/README.md, twenty-first round).
+        # fresh workers did, leaving no thread or file (benchmarks/history/round-21.md).
         reuse_worker=True,
         needs_cleanup=False,  # objects of the case's worker: nothing outside workdir
     )

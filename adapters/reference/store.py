@@ -26,7 +26,7 @@ def write_file(path: Path, text: str) -> None:
     the next process reads, so a crash point sees the old file or the new one with or without
     the ``fsync``, which only waited for a journal commit (three or four a checkpoint): without
     it the reference set runs 1.06x the operations a second with one job and 1.13x with two
-    (``nightly --jobs 2``; benchmarks/README.md, twenty-third round)."""
+    (``nightly --jobs 2``; benchmarks/history/round-23.md)."""
     atomic_write_text(path, text, sync=False)
 
 

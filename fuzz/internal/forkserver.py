@@ -6,7 +6,7 @@ process then pays a page fault and a page copy for each of them it writes afterw
 parent writes to most of its working set between two forks (Hypothesis's engine, the oracle,
 every object whose reference count it touches), so a worker forked from it cost the parent
 about 8 ms of page faults, on its own critical path: 40 % of the parent's CPU in a campaign on
-the reference target (``perf``, benchmarks/README.md, twenty-fourth round).  The fork server is
+the reference target (``perf``, benchmarks/history/round-24.md).  The fork server is
 forked from the parent once, when the session first needs a worker, and does nothing but fork
 and wait: its pages stay as they were, shared with the workers, and the parent copies each of
 its own pages at most once.  A worker forked from it is the same process it would have been

@@ -68,7 +68,7 @@ class MemoryLedger:
     between a firing and its read, and no other process writes it, so a file (its creation, its
     WAL, its removal) buys nothing; nor does SQLite in memory, whose connection and table a case,
     insert a firing and two selects an operation were ~0.7 ms of a LangGraph case's ~19
-    (``benchmarks/README.md``, twelfth round).  Same methods and rows as ``Ledger``, ``path``
+    (``benchmarks/history/round-12.md``).  Same methods and rows as ``Ledger``, ``path``
     ``None``."""
 
     path = None
