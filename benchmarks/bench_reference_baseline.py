@@ -6,7 +6,8 @@ The reference is the refmodel on a real on-disk store, run through the same fork
 SIGKILL barriers, races and twin recoveries as a framework: any finding (or harness error) here is
 a defect of the machinery, not of a target.  Run it under load (`nice -n 10`, other work on the
 machine): races after a SIGKILL in flight are the case that used to produce a false LostUpdate.
-Prints one Markdown row for benchmarks/README.md and exits 1 when anything was found.
+Prints the result as a Markdown table (its last value: benchmarks/README.md, "The reference
+baseline") and exits 1 when anything was found.
 """
 
 import sys
