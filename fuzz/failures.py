@@ -7,7 +7,7 @@ from a Replay stays a Replay.  The classes carry the divergence and the history 
 
 from __future__ import annotations
 
-from refmodel import CATEGORIES, CATEGORY_INFO
+from refmodel import CATEGORY_INFO
 
 
 class Failure(AssertionError):
@@ -30,14 +30,84 @@ class Failure(AssertionError):
         return CATEGORY_INFO[self.category].breaks
 
 
-def _make(category: str) -> type[Failure]:
-    info = CATEGORY_INFO[category]
-    doc = f"{category} ({info.paper_switch}, breaks {info.breaks}): {info.mutant}."
-    return type(f"{category}Failure", (Failure,), {"category": category, "__doc__": doc,
-                                                    "__module__": __name__})
+# One class per category of ``refmodel.CATEGORIES``, written out so that each can be found by
+# its name (tests/fuzz/test_judge.py checks that the two lists agree).
 
 
-FAILURES: dict[str, type[Failure]] = {c: _make(c) for c in CATEGORIES}
-globals().update({cls.__name__: cls for cls in FAILURES.values()})
+class ReplayFailure(Failure):
+    """Replay (R1, breaks EO): recover restarts at the last completed task, not after it."""
+
+    category = "Replay"
+
+
+class ForkIgnoreFailure(Failure):
+    """ForkIgnore (R2, breaks FD): a fork of an answered gate keeps the source's answer."""
+
+    category = "ForkIgnore"
+
+
+class InvalidPersistFailure(Failure):
+    """InvalidPersist (R3, breaks CV): persists a task's out-of-schema output, and uses tampered
+    state silently."""
+
+    category = "InvalidPersist"
+
+
+class NondetRecoveryFailure(Failure):
+    """NondetRecovery (R4, breaks RD): the second copy of a twin recovery re-runs the last task."""
+
+    category = "NondetRecovery"
+
+
+class DoubleConsumeFailure(Failure):
+    """DoubleConsume (R5, breaks CO): a resume with nothing pending re-consumes the last gate,
+    and a stale handle's checkpoint is resumed again."""
+
+    category = "DoubleConsume"
+
+
+class PrefixReplayFailure(Failure):
+    """PrefixReplay (R9, breaks EO): a resume re-runs every completed task first."""
+
+    category = "PrefixReplay"
+
+
+class LostUpdateFailure(Failure):
+    """LostUpdate (R11, breaks CO): every racer consumes the pending interrupt."""
+
+    category = "LostUpdate"
+
+
+class StuckFailure(Failure):
+    """Stuck (R6, breaks LV): recovery after a SIGKILL inside a task is refused."""
+
+    category = "Stuck"
+
+
+class StateMismatchFailure(Failure):
+    """StateMismatch (-, breaks PC): a resume persists the next value in line as the gate's
+    answer."""
+
+    category = "StateMismatch"
+
+
+class UnclassifiedFailure(Failure):
+    """Unclassified (-, breaks -): (no mutant: a gap in the model or the adapter)."""
+
+    category = "Unclassified"
+
+
+FAILURES: dict[str, type[Failure]] = {cls.category: cls for cls in (
+    ReplayFailure,
+    ForkIgnoreFailure,
+    InvalidPersistFailure,
+    NondetRecoveryFailure,
+    DoubleConsumeFailure,
+    PrefixReplayFailure,
+    LostUpdateFailure,
+    StuckFailure,
+    StateMismatchFailure,
+    UnclassifiedFailure,
+)}
 
 __all__ = ["FAILURES", "Failure", *(cls.__name__ for cls in FAILURES.values())]

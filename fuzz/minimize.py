@@ -70,8 +70,9 @@ TRIALS = 5  # runs that measure a timing-dependent candidate (campaign.TRIALS fo
 
 
 @dataclass(frozen=True)
-class Judgement:
-    """A candidate that diverged: the divergence's identity and the judged trace.
+class Diverged:
+    """A candidate that diverged: the divergence's identity and the judged trace.  (Not
+    ``fuzz.judge.Judgement``, the verdict of one step, which this is made from.)
 
     ``trace`` holds the operations up to and including the first divergence, with what the
     target observed, the oracle's canonical expectation per operation, and the finding.
@@ -87,7 +88,7 @@ class Judgement:
         return (self.category, self.property, self.verdict)
 
 
-def _judge(session, candidate: Trace) -> Judgement | None:
+def _judge(session, candidate: Trace) -> Diverged | None:
     """Run ``candidate`` on ``session``'s target beside the oracle; its deciding divergence.
 
     ``None`` when nothing diverges, or when the candidate stops being well formed on the branch
@@ -112,10 +113,10 @@ def _judge(session, candidate: Trace) -> Judgement | None:
                              observations=tuple(verdict.observations[:i + 1]),
                              expected=tuple(allowed[0] for allowed in verdict.expected[:i + 1]),
                              finding=finding)
-    return Judgement(finding.category, finding.property, finding.verdict, judged)
+    return Diverged(finding.category, finding.property, finding.verdict, judged)
 
 
-def session_judge(session) -> Callable[[Trace], Judgement | None]:
+def session_judge(session) -> Callable[[Trace], Diverged | None]:
     """The judge the minimizer uses for ``session``'s target variant."""
     return lambda candidate: _judge(session, candidate)
 
@@ -592,7 +593,7 @@ class Minimized:
         return len(self.trace.operations)
 
 
-def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
+def minimize(trace: Trace, judge: Callable[[Trace], Diverged | None], *,
              deadline: float | None = None, rate: Rate | None = None,
              passes=PASSES, caps=None) -> Minimized:
     """Minimize ``trace`` (which has a ``finding``) on the target ``judge`` runs.
@@ -623,7 +624,7 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
         passes = passes[:at] + (known_exposures(
             goal[0], mechanism_caps(caps, trace.operations), timed),) + passes[at:]
 
-    def attempt(workflow, ops) -> Judgement | None:
+    def attempt(workflow, ops) -> Diverged | None:
         key = key_of(workflow, ops)
         if key in cache:
             result.cached += 1
@@ -649,7 +650,7 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
         return verdict
 
     best_workflow, best_ops = trace.workflow, tuple(trace.operations)
-    best: Judgement | None = None
+    best: Diverged | None = None
     changed = True
     while changed:
         changed = False
@@ -675,7 +676,7 @@ def minimize(trace: Trace, judge: Callable[[Trace], Judgement | None], *,
     return _done(result, trace, best, started)
 
 
-def _by_rate(judge, candidate: Trace, goal: tuple, rate: Rate) -> Judgement | None:
+def _by_rate(judge, candidate: Trace, goal: tuple, rate: Rate) -> Diverged | None:
     """The timing rule (module docstring): at least ``rate.needed(n)`` of ``n`` runs."""
     runs = max(rate.n, 1)
     needed = rate.needed(runs)
@@ -692,7 +693,7 @@ def _by_rate(judge, candidate: Trace, goal: tuple, rate: Rate) -> Judgement | No
     return None
 
 
-def _done(result: Minimized, original: Trace, best: Judgement | None, started: float):
+def _done(result: Minimized, original: Trace, best: Diverged | None, started: float):
     if best is not None:
         from .corpus import fingerprint
 

@@ -260,3 +260,18 @@ def test_superseded_reads_the_lineage_and_the_order_of_its_writes():
     assert superseded(world, Recover("f1"), history)  # now the source wrote after the branch
     assert not superseded(world, Recover("t0"), history)
 
+
+
+def test_every_category_has_its_failure_class_declared_in_source():
+    """Written out, not made with ``type()``: grep finds ``LostUpdateFailure`` where it is."""
+    import inspect
+
+    from fuzz import failures
+    from refmodel import CATEGORIES, CATEGORY_INFO
+
+    assert list(failures.FAILURES) == list(CATEGORIES)
+    source = inspect.getsource(failures)
+    for category, cls in failures.FAILURES.items():
+        assert cls.__name__ == f"{category}Failure" and cls.category == category
+        assert f"class {cls.__name__}(Failure):" in source
+        assert cls.__doc__.startswith(f"{category} ({CATEGORY_INFO[category].paper_switch}, ")

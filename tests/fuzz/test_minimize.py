@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fuzz.minimize import (
-    Judgement,
+    Diverged,
     Rate,
     admissible,
     canonical_names,
@@ -59,7 +59,7 @@ def model_judge(mutant, calls=None, flaky=None, scope="thread"):
             divergence = classify(reference, world, op, [o for o, _ in allowed], observed)
             if divergence is not None:
                 finding = Finding(divergence.category, divergence.property, i, divergence.detail)
-                return Judgement(finding.category, finding.property, "✗", candidate.with_(
+                return Diverged(finding.category, finding.property, "✗", candidate.with_(
                     operations=candidate.operations[:i + 1], finding=finding))
             world = next(w for o, w in allowed if o.same_as(observed))
         return None
@@ -163,7 +163,7 @@ def test_a_different_category_is_not_kept():
         judged = inner(candidate)
         if judged is None or len(candidate.operations) == len(trace.operations):
             return judged
-        return Judgement("Replay", "EO", "✗", judged.trace)
+        return Diverged("Replay", "EO", "✗", judged.trace)
 
     result = minimize(trace, relabel)
     assert result.after == len(trace.operations)
