@@ -28,8 +28,9 @@ if __name__ == "__main__":  # a script's top level, never the engine importing t
     WORKDIR = tempfile.mkdtemp(prefix="repro-")
     # Removed when the script exits (its verdict, an exception), by the process that made it
     # only: a forked child (``in_child``, ``race``) that exits must not take its parent's folder.
-    # One CI run left about 950 of them behind before 2026-12-07.
-    atexit.register(lambda pid=os.getpid(): os.getpid() == pid and shutil.rmtree(WORKDIR, True))
+    # The path is bound now: a script may point WORKDIR at a run's subfolder later
+    # (pydantic-graph's ``use_run_dir``), and removing that one left the rest behind.
+    atexit.register(lambda pid=os.getpid(), top=WORKDIR: os.getpid() == pid and shutil.rmtree(top, True))
 else:
     # The engine imports this module for its names and their source, in processes that end with
     # ``os._exit`` or a SIGKILL (workers, fork servers), where no exit function runs: a folder

@@ -173,7 +173,7 @@ def _scripts_in(tmp_path):
     return run_in
 
 
-@pytest.mark.parametrize("how", ["exit 1", "exit 0", "exception", "race"])
+@pytest.mark.parametrize("how", ["exit 1", "exit 0", "exception", "race", "a run's subfolder"])
 def test_a_script_removes_its_temporary_folder_as_it_exits(tmp_path, how):
     """Every run of a script left its ``repro-*`` folder behind before 2026-12-07 (one CI run
     left about 950): the folder goes when the script exits, whatever the exit; each of these
@@ -183,7 +183,12 @@ def test_a_script_removes_its_temporary_folder_as_it_exits(tmp_path, how):
     source = {"exit 1": compose(True, crash=sigkill), "exit 0": compose(False, crash=sigkill),
               "exception": compose(True, crash=sigkill).replace(
                   "\n# 2.", "\nraise SystemError\n# 2.", 1),
-              "race": _raced()}[how]
+              "race": _raced(),
+              # pydantic-graph's scripts point WORKDIR at each run's own folder (use_run_dir):
+              # removing the last one left the script's folder and the other runs behind.
+              "a run's subfolder": compose(True, crash=sigkill).replace(
+                  "\n# 2.", "\nWORKDIR = os.path.join(WORKDIR, 'run-1')\n"
+                  "os.makedirs(WORKDIR)\n# 2.", 1)}[how]
     assert "WORKDIR = tempfile.mkdtemp(" in source
     proc, left = run_in(source)
     assert proc.returncode == {"exit 0": 0, "exception": 2}.get(how, 1), proc.stdout + proc.stderr
