@@ -121,6 +121,13 @@ class CrewAIAdapter(Adapter):
             return None
         return "persist-sqlite"
 
+    def store_methods(self, variant: Variant, category: str, detail: str) -> str:
+        if self._store is None:
+            return ""
+        from .custom import implicated
+
+        return implicated(category, detail)
+
     def variants(self) -> Sequence[Variant]:
         if self._store is not None:
             from .custom import custom_variants

@@ -140,3 +140,32 @@ def cleanup(workdir: Path, factory_path: str) -> None:
         storefactory.call(None, handle.cleanup)
     finally:
         storefactory.call(None, handle.close)
+
+
+# What a store finding points at in a ``FlowPersistence`` (``Adapter.store_methods``).
+STORE_METHODS = {
+    "StateMismatch": "save_state / load_state: the state saved after each method must be what "
+                     "load_state returns for the flow's id",
+    "Replay": "save_state / load_state: a method whose completion was saved must read back as "
+              "done, or the flow runs it again",
+    "PrefixReplay": "save_state / load_state: a method whose completion was saved must read "
+                    "back as done, or the flow runs it again",
+    "DoubleConsume": "save_pending_feedback / load_pending_feedback / clear_pending_feedback: "
+                     "an answered pause must read back as cleared",
+    "LostUpdate": "load_pending_feedback / clear_pending_feedback: one pause answered twice at "
+                  "once",
+    "Stuck": "save_pending_feedback / load_pending_feedback: the pause awaiting an answer must "
+             "read back after a crash",
+    "InvalidPersist": "save_state / load_state: what is read back must validate as the flow's "
+                      "state model",
+}
+
+STALE_READ = "load_state: must return the state saved last for the flow's id"
+
+
+def implicated(category: str, detail: str) -> str:
+    """The ``FlowPersistence`` methods a store finding implicates (``STORE_METHODS``); ``""``
+    when the error already names the method that raised."""
+    if "[in " in detail:
+        return ""
+    return STALE_READ if "stale read" in detail else STORE_METHODS.get(category, "")

@@ -87,6 +87,13 @@ class PydanticGraphAdapter(Adapter):
                              variant.name[len(prefix):])
         return f"file-single-{found.group(1)}" if found else None
 
+    def store_methods(self, variant, category, detail):
+        if self._store is None:
+            return ""
+        from .custom import implicated
+
+        return implicated(category, detail)
+
     def variants(self):
         if self._store is not None:
             from .custom import custom_variants

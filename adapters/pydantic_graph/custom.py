@@ -360,3 +360,36 @@ def cleanup(workdir: Path, factory_path: str) -> None:
             storefactory.call(None, handle.cleanup)
         finally:
             storefactory.call(None, handle.close)
+
+
+# What a store finding points at in a ``BaseStatePersistence`` (``Adapter.store_methods``).
+STORE_METHODS = {
+    "StateMismatch": "snapshot_node / snapshot_end / load_all: the snapshots saved must be what "
+                     "load_all returns, in order, with their statuses",
+    "Replay": "record_run / load_next: a node recorded as run (record_run) must not be handed "
+              "out again by load_next",
+    "PrefixReplay": "record_run / load_next: a node recorded as run (record_run) must not be "
+                    "handed out again by load_next",
+    "DoubleConsume": "load_next: the next snapshot is handed out once (marked pending); a "
+                     "second caller must not get it too",
+    "LostUpdate": "load_next: the next snapshot is handed out once (marked pending); two "
+                  "callers at once must not both get it",
+    "ForkIgnore": "snapshot_node_if_new / load_all: a new run's snapshots, apart from its "
+                  "source's",
+    "Stuck": "load_next / record_run: after a crash, the snapshot a run died in must be "
+             "loadable again",
+    "InvalidPersist": "load_all / load_next (the type adapter set_types gave): what is read "
+                      "back must validate as what was saved",
+    "NondetRecovery": "the StoreHandle's clone / load_all: two copies of one store must read "
+                      "back the same",
+}
+
+STALE_READ = "load_all / load_next: the snapshots read back must be the newest saved"
+
+
+def implicated(category: str, detail: str) -> str:
+    """The persistence methods a store finding implicates (``STORE_METHODS``); ``""`` when the
+    error already names the method that raised (``[in MyPersistence.load_next]``)."""
+    if "[in " in detail:
+        return ""
+    return STALE_READ if "stale read" in detail else STORE_METHODS.get(category, "")

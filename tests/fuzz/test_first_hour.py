@@ -179,3 +179,19 @@ def test_fuzz_refuses_a_corpus_file_that_is_no_trace_up_front(in_tmp, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bad.json" in err and "UTF-8" in err
     assert files(in_tmp) == ["corpus/reference/default/bad.json"]
+
+
+@pytest.mark.parametrize("framework", ["langgraph", "pydantic_graph", "crewai"])
+def test_a_store_finding_names_where_to_look_in_the_stores_own_api(framework):
+    """Each framework with a store extension point says which of the store's methods a
+    finding implicates, in that API's names; an error the store raised names its own."""
+    import importlib
+
+    custom = importlib.import_module(f"adapters.{framework}.custom")
+    api = {"langgraph": "get_tuple", "pydantic_graph": "load_next", "crewai": "load_state"}
+    assert api[framework] in custom.implicated("StateMismatch", "stale read (...): x") + \
+        custom.implicated("Replay", "x") + custom.implicated("StateMismatch", "x")
+    for category in ("StateMismatch", "Replay", "PrefixReplay", "DoubleConsume", "LostUpdate",
+                     "Stuck", "InvalidPersist"):
+        assert custom.implicated(category, "persisted state differs"), category
+    assert custom.implicated("StateMismatch", "RuntimeError: lag [in MySaver.get_tuple]") == ""
