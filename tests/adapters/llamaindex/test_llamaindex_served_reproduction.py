@@ -124,7 +124,7 @@ def test_server_script_of_one_start_writes_its_constants_in_place(adapter, tmp_p
     script = repro.script
     assert 'state.done = [*state.done, "<bad>"]' in script and "BAD_OUTPUT" not in script
     assert 'SqliteWorkflowStore(os.path.join(WORKDIR, "server.sqlite"))' in script
-    assert "tempfile.mkdtemp()" not in script and "shutil.rmtree(WORKDIR, True)" in script
+    assert "tempfile.mkdtemp()" not in script and "shutil.rmtree(top, True)" in script
     assert "def outcome(" not in script
     assert "stopped_at = await follow(client, 'run-1', after=-1)" in script
     assert "verdict('outcome', status, ['rejected'])" in script
@@ -206,7 +206,7 @@ def test_server_script_of_a_tampered_store_awaits_its_start(adapter):
     assert "        await client.run_workflow('linear', handler_id='run-1')\n" in script
     assert "def follow(" not in script and "run_workflow_nowait" not in script
     assert 'DB = os.path.join(WORKDIR, "server.sqlite")' in script
-    assert "shutil.rmtree(WORKDIR, True)" in script and "with sqlite3.connect(DB) as db:" in script
+    assert "shutil.rmtree(top, True)" in script and "with sqlite3.connect(DB) as db:" in script
     assert "http.started" not in script
     # 60 before 2026-12-07: +1, the exit-2 line; +2, WORKDIR and its removal at exit (the
     # store's file was in a folder of its own, left behind)
