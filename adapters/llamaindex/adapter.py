@@ -1,6 +1,6 @@
 """``LlamaIndexAdapter``: LlamaIndex Workflows under the resume contract (target ``llamaindex``).
 
-Three persistence targets, each its own set of variants (``declarations.py``): the core's
+Three persistence targets, each its own set of variants (``variants.py``): the core's
 ``Context.to_dict()`` snapshots stored by the caller, the ``llama-agents-server`` tick journal in
 a ``SqliteWorkflowStore``, and the ``llama-agents-dbos`` runtime on a SQLite system database.
 This module imports no framework code at import time; ``prepare()`` does.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from adapters.protocol import Adapter, Op, Variant, Workflow, installed_versions
 
-from . import declarations
+from . import variants
 from .promises import PROMISES
 
 DISTRIBUTIONS = (
@@ -53,25 +53,25 @@ class LlamaIndexAdapter(Adapter):
             import workflows  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
-        from . import build, events  # noqa: F401  (the generated classes' modules)
+        from . import events, workflow  # noqa: F401  (the generated classes' modules)
 
     def versions(self) -> Mapping[str, str]:
         return installed_versions(DISTRIBUTIONS)
 
     def variants(self) -> Sequence[Variant]:
-        return declarations.VARIANTS
+        return variants.VARIANTS
 
     def variant(self, name: str) -> Variant:
-        for variant in declarations.VARIANTS:
+        for variant in variants.VARIANTS:
             if variant.name == name:
                 return variant
-        raise KeyError(f"no variant {name!r}; have {[v.name for v in declarations.VARIANTS]}")
+        raise KeyError(f"no variant {name!r}; have {[v.name for v in variants.VARIANTS]}")
 
     def capabilities(self, variant: Variant):
-        return declarations.capabilities(variant)
+        return variants.capabilities(variant)
 
     def deviations(self, variant: Variant):
-        return declarations.deviations(variant)
+        return variants.deviations(variant)
 
     def open(self, variant: Variant, workflow: Workflow, workdir: Path):
         backend = variant.options["backend"]

@@ -43,8 +43,8 @@ from adapters.toolkit.script import thread_label
 
 from . import snapshots, tamper
 from .common import close_loop, copy_side_files, copy_sqlite, failure
-from .build import answer_event, build
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
+from .workflow import answer_event, build
 
 
 class CoreCase(Case):

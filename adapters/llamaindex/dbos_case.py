@@ -38,7 +38,6 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper
-from .build import RunSlot, answer_event, build
 from .common import (
     as_retried_answer,
     close_loop,
@@ -49,6 +48,7 @@ from .common import (
     stored_rows,
 )
 from .view import decode_state_json
+from .workflow import RunSlot, answer_event, build
 
 FILE = "dbos.sqlite"
 STREAM = "published_events"

@@ -35,9 +35,9 @@ from datetime import datetime, timezone
 
 from adapters.protocol import HarnessError, Recover, Refused, Resume, Start
 
-from .build import answer_classes, answer_event, build
 from .common import as_retried_answer, failure
 from .server_case import ServerCase
+from .workflow import answer_classes, answer_event, build
 
 IDLE, FAILED, STOP = "WorkflowIdleEvent", "WorkflowFailedEvent", "StopEvent"
 RESUBSCRIBE = 5.0  # seconds of silence before the event stream is opened again

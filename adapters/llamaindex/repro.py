@@ -4,7 +4,7 @@ check.
 ``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
 definitions below (pasted by name with ``inspect.getsource``: real code, importable and tested
 here), a ``Workflow`` class with one ``@step`` per task (a few lines each, written from the
-plan, as ``build.py`` builds it), and the lines ``core_case.py`` recorded while the engine
+plan, as ``workflow.py`` builds it), and the lines ``core_case.py`` recorded while the engine
 replayed the trace: ``await drive('run-1', wf.run())``, ``ctx = Context.from_dict(wf,
 load('run-1'))``, ``handler.ctx.send_event(Ans1(response='a'))``.  The caller's store of
 ``ctx.to_dict()`` snapshots is a list in memory (the case keeps the same rows in SQLite).
@@ -155,7 +155,7 @@ def workflow_class(n: int, gates, idiom: str, crash_at=frozenset(), inline: str 
     """``class Linear(Workflow)``: task t a step taking ``Done<t-1>`` (``StartEvent``) and
     returning ``Done<t>`` (``StopEvent``); a gate waits with ``ctx.wait_for_event`` (``wait``)
     or is a step ``ask<t>`` returning ``Ask<t>`` whose answer ``Ans<t>`` starts the task
-    (``event``), as ``build.py`` builds it.  Task t's steps start with its crash point
+    (``event``), as ``workflow.py`` builds it.  Task t's steps start with its crash point
     "before its effect" only where ``crash_at`` (``crash_points``) has ``(t, "before_effect")``;
     ``inline``: ``task_body``'s source, written into the one task's step (a workflow of one
     task: no helper called once); ``raising``: ``(step, task, moment)`` of the one crash its

@@ -42,7 +42,6 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper
-from .build import RunSlot, answer_classes, answer_event, build
 from .common import (
     as_retried_answer,
     close_loop,
@@ -53,6 +52,7 @@ from .common import (
     stored_rows,
 )
 from .view import decode_state_json, pending_gate
+from .workflow import RunSlot, answer_classes, answer_event, build
 
 FILE = "server.sqlite"
 NO_RESUME = timedelta(days=36500)

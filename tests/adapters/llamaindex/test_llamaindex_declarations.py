@@ -8,7 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from adapters.llamaindex import declarations
+from adapters.llamaindex import variants
 from adapters.protocol import OPERATIONS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +53,7 @@ def test_fork_is_na_with_a_reason_where_not_expressible(adapter):
 
 
 def test_wait_for_event_deviation_cites_the_installed_docstring(adapter):
-    assert metadata.version("llama-index-workflows") == declarations.PINS["llama-index-workflows"]
+    assert metadata.version("llama-index-workflows") == variants.PINS["llama-index-workflows"]
     import workflows.context.context as ctx_module
 
     lines = Path(ctx_module.__file__).read_text().splitlines()
@@ -110,10 +110,10 @@ def test_private_server_variants_say_so(adapter):
 
 def test_versions_report_the_pins(adapter):
     versions = adapter.versions()
-    for dist, pin in declarations.PINS.items():
+    for dist, pin in variants.PINS.items():
         assert versions[dist] == pin
     pinned = (ROOT / "constraints" / "llamaindex.txt").read_text()
-    for dist, pin in declarations.PINS.items():
+    for dist, pin in variants.PINS.items():
         assert f"{dist}=={pin}" in pinned
 
 
