@@ -74,24 +74,9 @@ class LlamaIndexAdapter(Adapter):
         return variants.deviations(variant)
 
     def open(self, variant: Variant, workflow: Workflow, workdir: Path):
-        backend = variant.options["backend"]
-        if backend == "core":
-            from .core_case import CoreCase
+        from .case import open_case
 
-            return CoreCase(variant, workflow, Path(workdir))
-        if backend == "server" and variant.options.get("api") == "private":
-            from .server_case import ServerCase
-
-            return ServerCase(variant, workflow, Path(workdir))
-        if backend == "server":
-            from .http_case import HttpServerCase
-
-            return HttpServerCase(variant, workflow, Path(workdir))
-        if backend == "dbos":
-            from .dbos_case import DBOSCase
-
-            return DBOSCase(variant, workflow, Path(workdir))
-        raise ValueError(f"unknown backend {backend!r}")
+        return open_case(variant, workflow, workdir)
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
         from .repro import reproduction

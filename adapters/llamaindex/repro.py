@@ -4,7 +4,7 @@ check.
 ``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
 definitions below (pasted by name with ``inspect.getsource``: real code, importable and tested
 here), a ``Workflow`` class with one ``@step`` per task (a few lines each, written from the
-plan, as ``workflow.py`` builds it), and the lines ``core_case.py`` recorded while the engine
+plan, as ``workflow.py`` builds it), and the lines ``case_core.py`` recorded while the engine
 replayed the trace: ``await drive('run-1', wf.run())``, ``ctx = Context.from_dict(wf,
 load('run-1'))``, ``handler.ctx.send_event(Ans1(response='a'))``.  The caller's store of
 ``ctx.to_dict()`` snapshots is a list in memory (the case keeps the same rows in SQLite).

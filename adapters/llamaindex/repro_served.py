@@ -9,7 +9,7 @@ from the core's workflow definition (``repro.py``) and the definitions below, pa
   served with uvicorn on 127.0.0.1 and an ephemeral port as ``WorkflowServer.serve`` builds it,
   and yields the framework's ``WorkflowClient``; ``follow`` reads ``GET /events/{handler_id}``.
   Each step is one server process's life: ``async with serving() as client:`` and the HTTP calls
-  the case recorded (``server_case.py``), in order, with the handler ids and event sequence
+  the case recorded (``case_server.py``), in order, with the handler ids and event sequence
   numbers it used.  The ``-private`` variants call the server's service object in process; their
   case records the route behind each call, so their scripts make the same requests over HTTP.
   A race: one child process per racer, each with its own server on the one SQLite file; all

@@ -42,7 +42,8 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import snapshots, tamper
-from .common import close_loop, copy_side_files, copy_sqlite, failure
+from .case import close_loop, failure
+from .common import copy_side_files, copy_sqlite
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
 from .workflow import answer_event, build
 

@@ -35,8 +35,8 @@ from datetime import datetime, timezone
 
 from adapters.protocol import HarnessError, Recover, Refused, Resume, Start
 
-from .common import as_retried_answer, failure
-from .server_case import ServerCase
+from .case import as_retried_answer, failure
+from .case_server import ServerCase
 from .workflow import answer_classes, answer_event, build
 
 IDLE, FAILED, STOP = "WorkflowIdleEvent", "WorkflowFailedEvent", "StopEvent"

@@ -38,15 +38,8 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import tamper
-from .common import (
-    as_retried_answer,
-    close_loop,
-    connect,
-    copy_side_files,
-    copy_sqlite,
-    failure,
-    stored_rows,
-)
+from .case import as_retried_answer, close_loop, failure
+from .common import connect, copy_side_files, copy_sqlite, stored_rows
 from .view import decode_state_json
 from .workflow import RunSlot, answer_event, build
 
