@@ -5,7 +5,7 @@ under ``case_*.py``: ``case_core.py`` (the caller's ``Context.to_dict()`` snapsh
 ``case_server.py`` (``llama-agents-server`` driven through its service object, ``api=private``),
 ``case_http.py`` (the same server over HTTP, a subclass of the former) and ``case_dbos.py``
 (``llama-agents-dbos``).  Below it, the helpers the cases share: the event loop a case keeps,
-and how a failed run is reported.  Reading and copying the stores: ``common.py``.
+and how a failed run is reported.  Reading and copying the stores: ``store.py``.
 """
 
 from __future__ import annotations

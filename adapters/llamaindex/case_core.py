@@ -41,9 +41,9 @@ from adapters.protocol import (
 )
 from adapters.toolkit.script import thread_label
 
-from . import snapshots, tamper
+from . import tamper
 from .case import close_loop, failure
-from .common import copy_side_files, copy_sqlite
+from .store import SnapshotStore, copy_side_files, copy_sqlite
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
 from .workflow import answer_event, build
 
@@ -57,7 +57,7 @@ class CoreCase(Case):
         self.plan, self.workdir = plan, workdir
         self.gate = variant.options["gate"]
         self.schedule = variant.options["snapshot"]
-        self.store = snapshots.SnapshotStore(workdir)
+        self.store = SnapshotStore(workdir)
         self.wf = build(plan, self.gate)
         self.loop = asyncio.new_event_loop()
         self.kind = "call"

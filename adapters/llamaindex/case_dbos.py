@@ -39,7 +39,7 @@ from adapters.toolkit.script import thread_label
 
 from . import tamper
 from .case import as_retried_answer, close_loop, failure
-from .common import connect, copy_side_files, copy_sqlite, stored_rows
+from .store import connect, copy_side_files, copy_sqlite, stored_rows
 from .view import decode_state_json
 from .workflow import RunSlot, answer_event, build
 

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from adapters.llamaindex.common import stored_rows
+from adapters.llamaindex.store import stored_rows
 from adapters.protocol import HarnessError
 
 
