@@ -211,10 +211,10 @@ def test_waiting_in_names_the_wait_and_the_code_that_called_into_it():
         'Current thread 0x00007f0000000002 (most recent call first):\n'
         f'  File "{lib}/selectors.py", line 468 in select\n'
         f'  File "{lib}/asyncio/base_events.py", line 1884 in _run_once\n'
-        '  File "/src/adapters/llamaindex/server_case.py", line 149 in run\n'
+        '  File "/src/adapters/llamaindex/case_server.py", line 142 in run\n'
         '  File "/src/fuzz/internal/worker.py", line 213 in _run_op\n')
     assert waiting_in(dump) == ("select (selectors.py:468), "
-                                "called from run (server_case.py:149)")
+                                "called from run (case_server.py:142)")
     assert waiting_in(dump.replace(f"{lib}/selectors.py", "/src/x.py")) == "select (x.py:468)"
     assert waiting_in("") == "" and waiting_in("Current thread 0x1:\n") == ""
 
