@@ -210,7 +210,7 @@ class LangGraphAdapter(Adapter):
             import psycopg  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
-        # The case's own modules too (driver, stores, tamper, the script toolkit): imported
+        # The case's own modules too (driver, store, tamper, the script toolkit): imported
         # here once, not in every forked worker's first ``open`` (50-60 ms a worker from .pyc
         # files, ~180 ms without them, of a SIGKILL case's ~150 ms).  Importing runs nothing.
         from . import case  # noqa: F401
@@ -453,10 +453,10 @@ class LangGraphAdapter(Adapter):
         ``clone_store`` destination, the first worker that opened it); this drops it whatever
         happened to that worker.  Idempotent; a no-op for the memory and SQLite savers, whose
         store is inside ``workdir``.  ``variant`` is not needed: the workdir names the database."""
-        from .stores import drop_postgres
+        from .store import drop_postgres
 
         if variant is not None and variant.options.get("saver") == "custom":
-            from .stores import CustomStore
+            from .store import CustomStore
 
             store = CustomStore(Path(workdir), variant.options["store_factory"])
             try:

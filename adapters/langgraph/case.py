@@ -34,7 +34,7 @@ from adapters.toolkit.script import thread_label
 
 from . import tamper as tampering
 from .driver import END, Driver, LostTrack, Missing
-from .stores import open_store
+from .store import open_store
 
 # The suffix of the script's tamper functions for each saver (``repro.py``: ``corrupt`` on the
 # SQLite file, ``corrupt_in_memory`` on the InMemorySaver's dicts, ``corrupt_in_postgres`` on

@@ -224,7 +224,7 @@ class HeldWritesHooks(RelayedHooks):
 
 class Driver:
     """``spec``: n, gates, values, api, durability, resume, fork, state.  ``store``: a
-    ``stores.Store``.  ``table``: get/set of small JSON values kept in the workdir."""
+    ``store.Store``.  ``table``: get/set of small JSON values kept in the workdir."""
 
     def __init__(self, spec: dict, store, table):
         self.spec, self.store, self.table = spec, store, table

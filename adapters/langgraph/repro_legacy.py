@@ -1,6 +1,6 @@
 """Write a standalone repro script for a LangGraph trace (``Adapter.repro_script``).
 
-The script embeds the adapter's standalone modules (``stores``, ``workflow``, ``driver``,
+The script embeds the adapter's standalone modules (``store``, ``workflow``, ``driver``,
 ``tamper``: LangGraph, psycopg and the standard library only), so it replays the trace with
 exactly the framework calls the fuzzer made, and nothing of resumefuzz.  Every operation runs in
 a fresh interpreter (except on the memory saver, whose store lives in one process), so a SIGKILL
@@ -18,7 +18,7 @@ from adapters.protocol import Variant, Workflow
 
 from .case import spec_for
 
-EMBEDDED = ("stores.py", "workflow.py", "driver.py", "tamper.py")
+EMBEDDED = ("store.py", "workflow.py", "driver.py", "tamper.py")
 PINNED = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
           "langgraph-checkpoint-postgres", "psycopg")
 
@@ -51,7 +51,7 @@ class Table:
             return default
 
     def set(self, key, value):
-        from lgrepro.stores import write_json
+        from lgrepro.store import write_json
         try:
             with open(self.path) as f:
                 doc = json.load(f)
@@ -122,9 +122,9 @@ def forge(done, answers):
 
 
 def open_driver(workdir):
-    from lgrepro import driver, stores
-    store = stores.open_store(SPEC["saver"], workdir, SPEC.get("store_factory"))
-    return driver.Driver(SPEC, store, Table(workdir))
+    from lgrepro import driver, store
+    opened = store.open_store(SPEC["saver"], workdir, SPEC.get("store_factory"))
+    return driver.Driver(SPEC, opened, Table(workdir))
 
 
 def show(d, thread):
@@ -203,7 +203,6 @@ def race(workdir, index, values):
 
 
 def twin(workdir, index):
-    from lgrepro import stores
     copy = tempfile.mkdtemp(prefix="twin-")
     d = open_driver(workdir)
     d.store.clone(copy)
@@ -240,9 +239,9 @@ def main():
                 run_child([workdir, str(i)])
     finally:
         if SPEC["saver"] == "postgres":
-            from lgrepro import stores
+            from lgrepro import store
             for where in [workdir, *extra]:
-                stores.drop_postgres(where)
+                store.drop_postgres(where)
         for where in [workdir, *extra]:  # the children ran in these; none is left behind
             shutil.rmtree(where, ignore_errors=True)
 

@@ -47,7 +47,7 @@ async def _sqlite_async():
 async def _postgres_async():
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    from adapters.langgraph.stores import admin_execute, drop_database, dsn_for
+    from adapters.langgraph.store import admin_execute, drop_database, dsn_for
 
     db = f"rf_conf_{uuid.uuid4().hex[:12]}"
     admin_execute(f'CREATE DATABASE "{db}"')

@@ -98,7 +98,7 @@ def mysql_saver(ctx: StoreContext) -> StoreHandle:
         # A worker killed during a statement (its CREATE DATABASE, the saver's migrations)
         # leaves it running on the server, holding the schema's metadata lock, and this DROP
         # waits for it: nothing is created after the drop, unlike PostgreSQL's CREATE DATABASE
-        # (adapters/langgraph/stores.py, drop_database).  Probed: a killed client's 3-second
+        # (adapters/langgraph/store.py, drop_database).  Probed: a killed client's 3-second
         # CREATE TABLE ... AS SELECT SLEEP(3); the DROP waited 2.5 s and left nothing.
         cleanup=lambda: _admin((f"DROP DATABASE IF EXISTS `{db}`", None)),
     )

@@ -154,7 +154,7 @@ def test_a_case_whose_worker_was_killed_is_cleaned_up_where_its_store_outlives_i
     runs, and the directory goes all the same."""
     import json
 
-    from adapters.langgraph import stores
+    from adapters.langgraph import store as lgstore
     from fuzz.runner import Session, Settings
 
     v = variant(name)
@@ -166,9 +166,9 @@ def test_a_case_whose_worker_was_killed_is_cleaned_up_where_its_store_outlives_i
         finally:
             runner.close()
         assert killed.outcome == "crashed"
-        record = runner.workdir / stores.PG_FILE
+        record = runner.workdir / lgstore.PG_FILE
         if name.startswith("postgres"):
             dbname = json.loads(record.read_text())["dbname"]
-            assert not stores.database_exists(dbname)  # the killed owner never dropped it
+            assert not lgstore.database_exists(dbname)  # the killed owner never dropped it
         else:
-            assert not record.exists() and (runner.workdir / stores.SQLITE_FILE).exists()
+            assert not record.exists() and (runner.workdir / lgstore.SQLITE_FILE).exists()

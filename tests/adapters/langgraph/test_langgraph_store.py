@@ -8,7 +8,7 @@ import filecmp
 import pytest
 from langgraph_testkit import run_op
 
-from adapters.langgraph import stores
+from adapters.langgraph import store as lgstore
 from adapters.protocol import Durable, Resume, Start, Unreadable, Workflow, forge, forge_parts
 
 
@@ -107,8 +107,8 @@ def test_postgres_clone_copies_every_row_and_is_dropped(adapter, variant, workfl
         assert twin.store.owner and twin.store.dbname != case.store.dbname
     finally:
         twin.close()
-    assert not stores.database_exists(twin.store.dbname)
-    assert stores.database_exists(case.store.dbname)  # the original is untouched
+    assert not lgstore.database_exists(twin.store.dbname)
+    assert lgstore.database_exists(case.store.dbname)  # the original is untouched
 
 
 def test_postgres_database_lifecycle(adapter, variant, workflow, tmp_path):
@@ -117,14 +117,14 @@ def test_postgres_database_lifecycle(adapter, variant, workflow, tmp_path):
     workdir.mkdir()
     first = adapter.open(v, workflow, workdir)
     name = first.store.dbname
-    assert first.store.owner and stores.database_exists(name)
+    assert first.store.owner and lgstore.database_exists(name)
     second = adapter.open(v, workflow, workdir)  # a replacement worker: not the owner
     assert not second.store.owner
     second.close()
-    assert stores.database_exists(name)
+    assert lgstore.database_exists(name)
     first.store.release()  # the owner was killed: close() never ran
     adapter.cleanup(v, workdir)
-    assert not stores.database_exists(name)
+    assert not lgstore.database_exists(name)
     adapter.cleanup(v, workdir)  # idempotent
     with pytest.raises(RuntimeError, match="gone"):
         adapter.open(v, workflow, workdir)  # a lost store is loud, never silently recreated
@@ -143,10 +143,10 @@ def test_a_database_still_being_created_when_its_worker_died_is_not_left_behind(
     import psycopg
 
     template, name = f"rf_lg_tpl_{uuid.uuid4().hex[:12]}", f"rf_lg_{uuid.uuid4().hex[:20]}"
-    stores.admin_execute(f'CREATE DATABASE "{template}"')
-    creator = psycopg.connect(stores.admin_dsn(), autocommit=True)
+    lgstore.admin_execute(f'CREATE DATABASE "{template}"')
+    creator = psycopg.connect(lgstore.admin_dsn(), autocommit=True)
     try:
-        with psycopg.connect(stores.dsn_for(template), autocommit=True) as conn:
+        with psycopg.connect(lgstore.dsn_for(template), autocommit=True) as conn:
             conn.execute("CREATE TABLE filler AS "
                          "SELECT repeat(md5(g::text), 64) AS pad FROM generate_series(1, 40000) g")
         ended = []
@@ -159,16 +159,16 @@ def test_a_database_still_being_created_when_its_worker_died_is_not_left_behind(
 
         thread = threading.Thread(target=create)
         thread.start()
-        while not stores.creating(name):  # the server's own view
+        while not lgstore.creating(name):  # the server's own view
             assert thread.is_alive(), "the creation ended before it was seen running"
-        stores.drop_database(name)  # what the cleanup runs for the dead worker's workdir
+        lgstore.drop_database(name)  # what the cleanup runs for the dead worker's workdir
         thread.join()
-        assert not stores.database_exists(name)
+        assert not lgstore.database_exists(name)
         assert ended and "terminat" in str(ended[0]), ended  # ended, not finished after the drop
     finally:
         creator.close()
-        stores.admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        stores.admin_execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+        lgstore.admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        lgstore.admin_execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
 
 
 def test_memory_store_cannot_be_cloned(variant, workflow, open_case, ledger, tmp_path):
