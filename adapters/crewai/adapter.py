@@ -30,7 +30,7 @@ from adapters.protocol import (
 )
 
 from . import sandbox, store, variants
-from .flowsource import flow_source
+from .workflow import flow_source
 from .promises import PROMISES
 
 DISTRIBUTIONS = (

@@ -41,7 +41,7 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from . import store
-from .flowsource import gate_of_method
+from .workflow import gate_of_method
 
 ON_EVENTS = ["method_execution_finished", "method_execution_paused"]
 

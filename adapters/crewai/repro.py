@@ -84,7 +84,7 @@ from adapters.toolkit.script import (
 
 from . import sandbox
 from .case import ON_EVENTS
-from .flowsource import feedback_of
+from .workflow import feedback_of
 
 PINNED = ("crewai",)
 # The switches of ``sandbox.SWITCHES`` a script sets: telemetry (``OTEL_SDK_DISABLED``: CrewAI's

@@ -1,10 +1,11 @@
 """``repro_script``: the older, unchecked script (CrewAI's API only, no resumefuzz) that replays a
 trace; used only where ``repro.py`` cannot write a checked one.
 
-The script embeds the very flow the fuzzer ran (``flowsource``), switches telemetry off and keeps
-every file in a temporary directory before it imports CrewAI, then runs each executing operation
-in a forked child (so a ``sigkill`` crash point kills only that child) and prints the outcome, the
-effects (from an append-only file that survives the kill) and the stored state after each step.
+The script embeds the very flow the fuzzer ran (``workflow.flow_source``), switches telemetry off
+and keeps every file in a temporary directory before it imports CrewAI, then runs each executing
+operation in a forked child (so a ``sigkill`` crash point kills only that child) and prints the
+outcome, the effects (from an append-only file that survives the kill) and the stored state after
+each step.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from adapters.protocol import Op, Variant, Workflow
 
 from . import sandbox, store
 from .case import ON_EVENTS
-from .flowsource import flow_source
+from .workflow import flow_source
 
 TEMPLATE = r'''#!/usr/bin/env python3
 """Replays a resumefuzz trace on CrewAI Flows, variant {variant_name!s}.

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from adapters.protocol import Durable, StateView, Unreadable, Workflow, copy_files, forge
 
-from .flowsource import gate_of_method
+from .workflow import gate_of_method
 
 STORE = Path("store")
 FLOWS_DB = STORE / "flows.db"
