@@ -55,7 +55,7 @@ from adapters.protocol import (
 from adapters.toolkit.script import thread_label
 
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
-from .workflow_graph import Deps, WfState, build
+from .workflow import Deps, WfState, build
 
 # What the call log holds for a custom store where no call of the framework's API was made
 # (repro.py writes the first with the store's ScriptStore; a later line reading the second's

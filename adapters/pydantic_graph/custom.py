@@ -42,7 +42,7 @@ from adapters.protocol import (
 
 from .store import view_of
 from .variants import NO_IDENTITY
-from .workflow_graph import Built, task_of_json
+from .workflow import Built, task_of_json
 
 CUSTOM_TABLE = (
     ("iter", "ifp", "ifp"),
@@ -90,7 +90,7 @@ def check_persistence(store) -> dict:
                         "pydantic_graph.persistence.BaseStatePersistence")
     from adapters.protocol import Workflow
 
-    from .workflow_graph import build
+    from .workflow import build
 
     store.set_graph_types(build("single", Workflow(1)).graph)
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from adapters.protocol import Durable, HarnessError, SideTable, StateView, Unreadable, Workflow
 
-from .workflow_graph import Built, WfState, node_json, task_of_json
+from .workflow import Built, WfState, node_json, task_of_json
 
 LOCK_SUFFIX = ".pydantic-graph-persistence-lock"  # persistence/file.py:158
 
