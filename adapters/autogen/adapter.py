@@ -31,7 +31,7 @@ class AutoGenAdapter(Adapter):
 
     def prepare(self) -> None:
         try:
-            from . import case, teams  # noqa: F401  (imports autogen_agentchat and autogen_core)
+            from . import case, workflow  # noqa: F401  (imports autogen_agentchat and autogen_core)
         except ImportError as exc:
             raise ImportError(f"AutoGen AgentChat is not installed ({exc}); {INSTALL_HINT}") from exc
 

@@ -1,4 +1,4 @@
-"""``AutoGenCase``: the protocol's ``Case`` over a ``Runner`` (driver.py) and a store (stores.py).
+"""``AutoGenCase``: the protocol's ``Case`` over a ``Runner`` (driver.py) and a store (store.py).
 
 Everything that must survive a killed worker lives in ``workdir``: the store (``store/``) and the
 input of the run in progress per thread (``inputs.json``, a ``SideTable``).  Imports AutoGen (via
@@ -37,7 +37,7 @@ from refmodel.workflow import sorted_pairs
 
 from . import statefmt
 from .driver import NOOP, ApplicationError, Runner, Unparsable
-from .stores import STORES
+from .store import STORES
 
 INPUTS = "inputs.json"
 
@@ -62,7 +62,8 @@ class _CrashWatch(Hooks):
         self.inner, self.crash, self.failure = inner, None, None
 
     def application_failed(self, exc: Exception) -> None:
-        """An agent of ours gave up (teams.py); AutoGen will report it as its own RuntimeError."""
+        """An agent of ours gave up (workflow.py); AutoGen will report it as its own
+        RuntimeError."""
         self.failure = exc
 
     def task_begins(self, task: int) -> None:
@@ -185,7 +186,7 @@ class AutoGenCase(Case):
         self.store.overwrite_latest(thread, new)
 
     def _request(self, gate) -> dict:
-        """The message dict gate ``gate`` of this team shape sends to ask (teams.py
+        """The message dict gate ``gate`` of this team shape sends to ask (workflow.py
         ``_request``; the ``split`` shape asks from its node ``ask<g>``), as ``save_state``
         stores it (AgentChat's own ``dump``); ``content`` and ``id`` are set by
         ``statefmt.set_pending``."""

@@ -42,8 +42,8 @@ import json
 import os
 
 from .statefmt import BadState, asking, parse
-from .stores import label_for
-from .teams import answer_message, build_team, ending, start_message
+from .store import label_for
+from .workflow import answer_message, build_team, ending, start_message
 
 NOOP = "noop"
 

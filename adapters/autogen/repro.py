@@ -6,7 +6,7 @@ importable and tested here) and the lines ``driver.py`` recorded while the engin
 trace: ``team = build_team()``, ``await team.load_state(load('run-1'))``, ``result = await
 team.run(task=...)``, ``save('run-1', await team.save_state())``.  The store is the caller's (AutoGen
 has none): one JSON file per run, or an append-only SQLite table whose labels let a fork find the
-state saved when a gate asked, as in the adapter (``stores.py``).  Each definition is trimmed to
+state saved when a gate asked, as in the adapter (``store.py``).  Each definition is trimmed to
 what the trace uses: a workflow without gates gets a plain chain (one task: its one-node graph)
 whose ``Task`` never asks, ``TaskOutput`` fields, store functions, ``outcome``, ``read_state``
 and constants appear only where something reads them, and a crash of task t "after it

@@ -1,7 +1,7 @@
 """The standalone repro script for a shrunk trace: AutoGen's API and the standard library only.
 
-The script embeds the adapter's own framework-side modules verbatim (``teams.py``,
-``statefmt.py``, ``stores.py``, ``driver.py``: none imports resumefuzz), so what it replays is
+The script embeds the adapter's own framework-side modules verbatim (``workflow.py``,
+``statefmt.py``, ``store.py``, ``driver.py``: none imports resumefuzz), so what it replays is
 exactly what the fuzzer ran, and adds a small main: every operation runs in a forked child, so a
 ``sigkill`` crash point really kills a process and the next operation starts in a fresh one.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-MODULES = ("teams.py", "statefmt.py", "stores.py", "driver.py")
+MODULES = ("workflow.py", "statefmt.py", "store.py", "driver.py")
 
 MAIN = r'''
 # ============================================================================================
