@@ -26,10 +26,6 @@ OPTIONAL = ("store.py",)
 RETIRED = ("stores.py", "flowsource.py", "workflow_graph.py", "teams.py", "declarations.py",
            "build.py")
 
-# LlamaIndex's files are renamed in a step of issue 43 of their own.  Once both steps are merged
-# this passes, and a strict xfail that passes fails: remove the mark then.
-PENDING = {"llamaindex": "renamed in the LlamaIndex step"}
-
 
 def _folder(target: str) -> Path:
     """``adapters.pydantic_graph:PydanticGraphAdapter`` -> ``<root>/adapters/pydantic_graph``."""
@@ -44,10 +40,7 @@ def _modules(folder: Path) -> set[str]:
     return files | packages
 
 
-@pytest.mark.parametrize("target", [
-    pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=PENDING[t])) if t in PENDING else t
-    for t in FRAMEWORKS
-])
+@pytest.mark.parametrize("target", sorted(FRAMEWORKS))
 def test_a_builtin_adapter_has_the_shape(target):
     folder = _folder(target)
     assert folder.is_dir(), f"{target}: no folder {folder.relative_to(ROOT)}"
