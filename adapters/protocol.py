@@ -553,13 +553,14 @@ class Adapter:
         comparable); every finding then stays the store's to explain."""
         return None
 
-    def store_methods(self, variant: Variant, category: str, detail: str) -> str:
-        """Under ``use_store``: the store's methods a finding of ``category`` (with the
-        divergence's ``detail``) implicates, in the store API's own names and with what each
-        holds (``"put_writes / get_tuple: the pending interrupt is a write of its
-        checkpoint"``), for the report of a store's finding.  ``""`` when the adapter cannot
-        tell; an error the store raised names its method by itself (``[in MySaver.get_tuple]``)."""
-        return ""
+    def store_methods(self, variant: Variant) -> Mapping[str, str]:
+        """Under ``use_store``: what each kind of store finding implicates, in the store API's
+        own names and with what each method holds, for the report of a store's finding: keys
+        are categories, and ``"stale-read"`` for a store that reads back older data
+        (``"put_writes / get_tuple: a pending interrupt is a write of its checkpoint"``).
+        Empty when the adapter cannot tell.  The engine picks the entry (``fuzz/baseline.py``);
+        an error the store raised names its method by itself (``[in MySaver.get_tuple]``)."""
+        return {}
 
     def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
         """The older, unchecked script: replays ``ops`` and prints what happens (it asserts

@@ -20,6 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from refmodel import CATEGORY_INFO
+from refmodel.classify import STALE_READ
+
+from .internal.blame import STORE_FRAME
 
 from .minimize import timing_dependent
 from .replay import Replayer
@@ -90,7 +93,8 @@ class Baseline:
         if ownership.owner == "store":
             variant = next(v for v in self.adapter.variants() if v.name == trace.variant)
             methods = getattr(self.adapter, "store_methods", None)
-            where = methods(variant, finding.category, finding.detail) if methods else ""
+            where = where_to_look(methods(variant) if methods else {}, finding.category,
+                                  finding.detail)
             if where:
                 note += f" Where to look in the store: {where}."
         finding = replace(finding, owner=ownership.owner,
@@ -103,6 +107,15 @@ class Baseline:
             self._replayer = Replayer(self.op_timeout, adapters={plain.name: plain},
                                       deadline=self.deadline)
         return self._replayer
+
+
+def where_to_look(methods, category: str, detail: str) -> str:
+    """The entry of an adapter's ``store_methods`` table a store finding points at: none when
+    the store's own error names the method that raised (``[in MySaver.get_tuple]``), the
+    ``"stale-read"`` entry for a stale read, else the category's."""
+    if STORE_FRAME in detail:
+        return ""
+    return methods.get("stale-read" if STALE_READ in detail else category, "")
 
 
 def same_defect(trace, result) -> str | None:

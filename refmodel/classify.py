@@ -528,13 +528,19 @@ def _branch_of(op) -> str:
     return getattr(op, "new_thread", None) or op.thread
 
 
-def _stale(ctx: Context) -> str:
-    """``"stale read (...): "`` when the state read back is an earlier one (``_earlier``)."""
-    found = _earlier(ctx)
+#: How a stale read's detail begins (rules 20 and 22): what a report reads to point a store's
+#: author at the read that must return the newest data (``fuzz/baseline.py``).
+STALE_READ = "stale read"
+
+
+def _stale(ctx: Context, found: tuple | None = None) -> str:
+    """``"stale read (...): "`` when the state read back is an earlier one (``_earlier``, or
+    ``found`` when the caller has it already)."""
+    found = found or _earlier(ctx)
     if found is None:
         return ""
     k, op = found
-    return f"stale read (thread {_branch_of(ctx.op)}'s state as it was after step {k}, {op.name}): "
+    return f"{STALE_READ} (thread {_branch_of(ctx.op)}'s state as it was after step {k}, {op.name}): "
 
 
 def _stale_read(ctx: Context) -> str | None:
@@ -542,10 +548,11 @@ def _stale_read(ctx: Context) -> str | None:
     # old version and did something else, or a query of it): still the store's read, PC.
     if isinstance(ctx.op, Fork):
         return None
-    if _earlier(ctx) is not None:
+    found = _earlier(ctx)
+    if found is not None:
         got = ctx.observed.state.to_json()
         expected = ctx.canonical.state.to_json() if ctx.canonical and ctx.canonical.state else None
-        return f"{_stale(ctx)}read back {got} ({ctx.observed.outcome}), expected {expected}"
+        return f"{_stale(ctx, found)}read back {got} ({ctx.observed.outcome}), expected {expected}"
     return _stale_pause(ctx)
 
 
@@ -565,7 +572,7 @@ def _stale_pause(ctx: Context) -> str | None:
                 and seen.state.status == "interrupted"
                 and any(a.state == seen.state for a in allowed)):
             expected = ctx.canonical.outcome if ctx.canonical else None
-            return (f"stale read (the op answered from thread {_branch_of(op)}'s checkpoint as "
+            return (f"{STALE_READ} (the op answered from thread {_branch_of(op)}'s checkpoint as "
                     f"it was after step {k + 1}, {op.name}): it reported interrupted with "
                     f"nothing run, expected {expected}")
     return None

@@ -121,12 +121,12 @@ class CrewAIAdapter(Adapter):
             return None
         return "persist-sqlite"
 
-    def store_methods(self, variant: Variant, category: str, detail: str) -> str:
+    def store_methods(self, variant):
         if self._store is None:
-            return ""
-        from .custom import implicated
+            return {}
+        from .custom import STORE_METHODS
 
-        return implicated(category, detail)
+        return STORE_METHODS
 
     def variants(self) -> Sequence[Variant]:
         if self._store is not None:

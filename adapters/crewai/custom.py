@@ -142,7 +142,8 @@ def cleanup(workdir: Path, factory_path: str) -> None:
         storefactory.call(None, handle.close)
 
 
-# What a store finding points at in a ``FlowPersistence`` (``Adapter.store_methods``).
+# What a store finding points at in a ``FlowPersistence`` (``Adapter.store_methods``); keys:
+# categories, and "stale-read" for a store that reads back older data.
 STORE_METHODS = {
     "StateMismatch": "save_state / load_state: the state saved after each method must be what "
                      "load_state returns for the flow's id",
@@ -158,14 +159,5 @@ STORE_METHODS = {
              "read back after a crash",
     "InvalidPersist": "save_state / load_state: what is read back must validate as the flow's "
                       "state model",
+    "stale-read": "load_state: must return the state saved last for the flow's id",
 }
-
-STALE_READ = "load_state: must return the state saved last for the flow's id"
-
-
-def implicated(category: str, detail: str) -> str:
-    """The ``FlowPersistence`` methods a store finding implicates (``STORE_METHODS``); ``""``
-    when the error already names the method that raised."""
-    if "[in " in detail:
-        return ""
-    return STALE_READ if "stale read" in detail else STORE_METHODS.get(category, "")

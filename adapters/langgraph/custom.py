@@ -59,7 +59,8 @@ def check_saver(factory):
 
 
 # What a store finding points at in a ``BaseCheckpointSaver`` (``Adapter.store_methods``): what
-# LangGraph keeps where, so a store author knows which of their methods to read first.
+# LangGraph keeps where, so a store author knows which of their methods to read first.  Keys:
+# categories, and "stale-read" for a store that reads back older data.
 STORE_METHODS = {
     "StateMismatch": "put / get_tuple: a checkpoint's channel values (the done list, the "
                      "answers) as put must be what get_tuple returns; put_writes / get_tuple: "
@@ -83,16 +84,6 @@ STORE_METHODS = {
                       "was put",
     "NondetRecovery": "the StoreHandle's clone / get_tuple: two copies of one store must read "
                       "back the same",
+    "stale-read": "get_tuple and list: a read without a checkpoint_id must return the newest "
+                  "checkpoint put, and list must start with it",
 }
-STALE_READ = ("get_tuple and list: a read without a checkpoint_id must return the newest "
-              "checkpoint put, and list must start with it")
-
-
-def implicated(category: str, detail: str) -> str:
-    """The saver methods a store finding implicates (``STORE_METHODS``); ``""`` when the error
-    already names the method that raised (``[in MySaver.get_tuple]``)."""
-    if "[in " in detail:
-        return ""
-    if "stale read" in detail:
-        return STALE_READ
-    return STORE_METHODS.get(category, "")

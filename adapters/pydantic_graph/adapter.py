@@ -87,12 +87,12 @@ class PydanticGraphAdapter(Adapter):
                              variant.name[len(prefix):])
         return f"file-single-{found.group(1)}" if found else None
 
-    def store_methods(self, variant, category, detail):
+    def store_methods(self, variant):
         if self._store is None:
-            return ""
-        from .custom import implicated
+            return {}
+        from .custom import STORE_METHODS
 
-        return implicated(category, detail)
+        return STORE_METHODS
 
     def variants(self):
         if self._store is not None:

@@ -362,7 +362,8 @@ def cleanup(workdir: Path, factory_path: str) -> None:
             storefactory.call(None, handle.close)
 
 
-# What a store finding points at in a ``BaseStatePersistence`` (``Adapter.store_methods``).
+# What a store finding points at in a ``BaseStatePersistence`` (``Adapter.store_methods``); keys:
+# categories, and "stale-read" for a store that reads back older data.
 STORE_METHODS = {
     "StateMismatch": "snapshot_node / snapshot_end / load_all: the snapshots saved must be what "
                      "load_all returns, in order, with their statuses",
@@ -382,14 +383,5 @@ STORE_METHODS = {
                       "back must validate as what was saved",
     "NondetRecovery": "the StoreHandle's clone / load_all: two copies of one store must read "
                       "back the same",
+    "stale-read": "load_all / load_next: the snapshots read back must be the newest saved",
 }
-
-STALE_READ = "load_all / load_next: the snapshots read back must be the newest saved"
-
-
-def implicated(category: str, detail: str) -> str:
-    """The persistence methods a store finding implicates (``STORE_METHODS``); ``""`` when the
-    error already names the method that raised (``[in MyPersistence.load_next]``)."""
-    if "[in " in detail:
-        return ""
-    return STALE_READ if "stale read" in detail else STORE_METHODS.get(category, "")

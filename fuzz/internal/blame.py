@@ -84,6 +84,9 @@ def blame(exc: BaseException, roots: frozenset) -> Blame:
     return Blame("harness", describe(culprit), text)
 
 
+STORE_FRAME = " [in "  # how an error of the store under test names its method: " [in X.y]"
+
+
 def store_note(exc: BaseException) -> str:
     """``" [in LaggySaver.get_tuple]"``: the innermost frame of the store under test
     (``STORE_MODULES``) in the chain of ``exc``, so that the error a store raised names the
@@ -95,7 +98,7 @@ def store_note(exc: BaseException) -> str:
         for frame, _ in traceback.walk_tb(e.__traceback__):
             if frame.f_globals.get("__name__") in STORE_MODULES:
                 found = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
-    return f" [in {found}]" if found else ""
+    return f"{STORE_FRAME}{found}]" if found else ""
 
 
 def _site(exc: BaseException, roots: frozenset) -> str:

@@ -114,8 +114,8 @@ class _StoreAdapter:
     def baseline_variant(self, variant):
         return "builtin"
 
-    def store_methods(self, variant, category, detail):
-        return "put_writes"
+    def store_methods(self, variant):
+        return {"LostUpdate": "put_writes"}
 
 
 class _Replayer:
@@ -187,11 +187,12 @@ def test_a_store_finding_names_where_to_look_in_the_stores_own_api(framework):
     finding implicates, in that API's names; an error the store raised names its own."""
     import importlib
 
-    custom = importlib.import_module(f"adapters.{framework}.custom")
+    from fuzz.baseline import where_to_look
+
+    table = importlib.import_module(f"adapters.{framework}.custom").STORE_METHODS
     api = {"langgraph": "get_tuple", "pydantic_graph": "load_next", "crewai": "load_state"}
-    assert api[framework] in custom.implicated("StateMismatch", "stale read (...): x") + \
-        custom.implicated("Replay", "x") + custom.implicated("StateMismatch", "x")
+    assert api[framework] in where_to_look(table, "StateMismatch", "stale read (...): x")
     for category in ("StateMismatch", "Replay", "PrefixReplay", "DoubleConsume", "LostUpdate",
                      "Stuck", "InvalidPersist"):
-        assert custom.implicated(category, "persisted state differs"), category
-    assert custom.implicated("StateMismatch", "RuntimeError: lag [in MySaver.get_tuple]") == ""
+        assert where_to_look(table, category, "persisted state differs"), category
+    assert where_to_look(table, "StateMismatch", "RuntimeError: lag [in MySaver.get_tuple]") == ""
