@@ -562,19 +562,14 @@ class Adapter:
         an error the store raised names its method by itself (``[in MySaver.get_tuple]``)."""
         return {}
 
-    def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        """The older, unchecked script: replays ``ops`` and prints what happens (it asserts
-        nothing).  Used only when ``reproduction`` returns ``None`` (or raises: a tool error the
-        report and the campaign show).  ``None`` if none."""
-        return None
-
     def reproduction(self, variant: Variant, workflow: Workflow, evidence: Evidence) -> str | None:
         """A standalone script that reproduces a finding with the framework's public API and the
         standard library alone: the workflow definition, the calls the adapter recorded
         (``evidence.calls``, see ``record_call``) in order, and a check of the diverging step
         that exits 1 when the defect shows and 0 when it does not.  Compose it with
-        ``adapters.toolkit.script.Script``.  ``None`` when the trace has an operation the
-        adapter cannot write as a script (the engine then falls back to ``repro_script``)."""
+        ``adapters.reproduction.script.Script``.  ``None`` when the trace has an operation the
+        adapter cannot write as a script: the report then says there is no script and gives the
+        replay line, since a script that only printed would read as a reproduction to file."""
         return None
 
 

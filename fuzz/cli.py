@@ -953,9 +953,10 @@ def _report(args) -> int:
         if args.json:
             print(json.dumps(summary), flush=True)
         else:
-            kind = "checked" if repro.checked else ("unchecked" if repro.script else "no script")
             shown = f", reproduces {rate[0]}/{rate[1]}" if rate else ""
-            print(f"{report_file}: {kind} script, {repro.lines} lines{shown}", flush=True)
+            print(f"{report_file}: " + (f"checked script, {repro.lines} lines{shown}"
+                                        if repro.script else "no script (replay line given)"),
+                  flush=True)
     return 0
 
 

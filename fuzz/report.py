@@ -15,6 +15,7 @@ from a corpus entry.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.protocol import atomic_write_text
@@ -29,6 +30,46 @@ REPORTS_DIR = Path("shrink_reports")
 SEMANTICS = Path("docs/semantics.md")
 CONTRACT = Path("docs/contract.md")
 BUILTIN_TARGETS = ("reference", "langgraph", "crewai", "llamaindex", "pydantic-graph", "autogen")
+# What ``reprocheck.verify`` records for a run that never reached the verdict: an import that
+# failed (a user's store module without its PYTHONPATH), a store that could not be set up.
+COULD_NOT_RUN = "the script could not run: "
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reproduction:
+    """A finding's standalone script, as the report shows it (``reprocheck.reproduce`` makes it).
+
+    Every script shown checks the defect: it exits 1 when it shows, 0 when it does not.  A
+    script that only printed what happens read as a reproduction to file while proving nothing,
+    so where the adapter writes no checked script there is none (``script`` is ``None``) and
+    the report gives the replay line instead."""
+
+    script: str | None
+    reproduces: tuple | None = None  # (k, n): exited 1 in k of n fresh runs
+    outputs: tuple = ()  # the last lines each run printed, for a reader chasing a 0/n
+    # The adapter's generator raised (a tool error, never the framework's): what it raised.  The
+    # report says so; the campaign counts it.
+    error: str = ""
+    attempts: int = 1  # runs of its scenario one run of the script makes at most (``repeated``)
+
+    @property
+    def checked(self) -> bool:
+        """A script is there (and, being the adapter's generator's, checks the defect)."""
+        return bool(self.script)
+
+    @property
+    def lines(self) -> int:
+        return len(self.script.splitlines()) if self.script else 0
+
+    @property
+    def could_not_run(self) -> str:
+        """What stopped the script before its verdict in every verified run (the last run's
+        error line), or ``""`` when some run reached its verdict or none was made.  Such a
+        script shows nothing about the framework: the report says what failed instead of
+        "the script misses something the harness does"."""
+        if not self.outputs or not all(COULD_NOT_RUN in o for o in self.outputs):
+            return ""
+        return self.outputs[-1].partition(COULD_NOT_RUN)[2]
 
 #: docs/contract.md §4, one line per property: what a framework promises.
 PROMISES = {
@@ -105,13 +146,12 @@ def replay_line(trace: Trace, corpus_path: Path, target_path: str | None = None)
 def _banners(trace: Trace, repro) -> list:
     f, out = trace.finding, []
     rate = getattr(repro, "reproduces", None)
-    if repro is None or not getattr(repro, "script", None):
-        out.append("There is no standalone reproduction script for this finding "
-                   + ("(the self-test targets have no framework)." if _selftest(trace)
-                      else "(the adapter could not write one)."))
-    elif not repro.checked and unfileable(trace) is not None:
-        pass  # a record: its section says why nothing is filed, and hides the printing script
-    elif not repro.checked:
+    if _selftest(trace):
+        out.append("There is no standalone reproduction script for this finding (the self-test "
+                   "targets have no framework).")
+    elif (repro is None or not repro.script) and unfileable(trace) is not None:
+        pass  # a record: its last section says why nothing is filed
+    elif repro is None or not repro.script:
         out.append(f"**No checked script**: {_why_unchecked(repro)} Replay it with resumefuzz "
                    "(the line under Replay).")
     elif trace.status == "FIXED" and rate is not None:
@@ -147,15 +187,17 @@ def _banners(trace: Trace, repro) -> list:
 
 
 def _why_unchecked(repro) -> str:
-    """Why a report shows no script: the older generator's script only prints, asserts nothing
-    and was never run by the check; at up to 2,000 lines pasted into a report or a test's
-    failure it buried the trace, and read as a reproduction to file."""
-    error = getattr(repro, "error", "")
-    why = (f"the adapter's checked generator failed on this finding (a tool error, not the "
-           f"framework's): {error}." if error else
-           "the adapter's checked generator does not write one for this finding.")
-    return (why + f" The older generator's {repro.lines}-line script only prints what happens, "
-            "asserts nothing and was not verified, so it is not shown.")
+    """Why a report shows no script: none was asked for (``repro`` is ``None``: ``resumefuzz
+    report ENTRY --verify 3`` writes and checks one), the adapter's generator raised (a tool
+    error), or it writes none for a trace like this one."""
+    if repro is None:
+        return ("none was written with this report (`resumefuzz report <entry> --verify 3` "
+                "writes and checks one).")
+    error = repro.error
+    if error:
+        return (f"the adapter's generator failed on this finding (a tool error, not the "
+                f"framework's): {error}.")
+    return "the adapter does not write a standalone script for a trace like this one yet."
 
 
 def _run_hint(trace: Trace, repro) -> str:
@@ -196,13 +238,9 @@ def _semantics_link(path: Path | None, doc: Path = SEMANTICS) -> str:
 
 def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
            target_path: str | None = None, path: Path | None = None) -> str:
-    """The report.  ``repro``: a ``reprocheck.Reproduction`` (or a bare script string, shown
-    as unchecked); ``allowed``: per step, every allowed observation (``reprocheck.allowed_steps``);
-    ``path``: where the report goes (for the relative link to our semantics notes)."""
-    if isinstance(repro, str):
-        from .reprocheck import Reproduction
-
-        repro = Reproduction(script=repro, checked=False)
+    """The report.  ``repro``: a ``Reproduction`` (``None``: no script was asked for);
+    ``allowed``: per step, every allowed observation (``reprocheck.allowed_steps``); ``path``:
+    where the report goes (for the relative link to our semantics notes)."""
     f = trace.finding
     info = CATEGORY_INFO[f.category]
     promised = _promised(trace)
@@ -303,14 +341,14 @@ def _nothing_to_file(trace: Trace, repro) -> list:
     remedy = remedy_for(trace.target, trace.variant, f.citation) if f.verdict == "D" else ""
     if remedy:
         out += ["", f"**What the caller must add**: {remedy}"]
-    if repro is not None and repro.script and repro.checked and f.owner == "caller":
+    if repro is not None and repro.script and f.owner == "caller":
         rate = repro.reproduces
         shown = f" It exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ""
         out += ["", f"**What the caller's state allows** ({repro.lines} lines, the framework's "
                 "public API as the documentation has the caller use it): it exits 1 when it "
                 f"happens and 0 when it does not.{shown}", "", "```python",
                 repro.script.rstrip(), "```"]
-    elif repro is not None and repro.script and repro.checked:
+    elif repro is not None and repro.script:
         # A checked script of a FIXED entry exits 0 now: kept as the regression check it is.
         rate = repro.reproduces
         shown = (f" Yet it exited 1 in {rate[0]} of {rate[1]} fresh runs: the script and the "
@@ -319,19 +357,12 @@ def _nothing_to_file(trace: Trace, repro) -> list:
         out += ["", f"**Regression script** ({repro.lines} lines): it exits 1 if the recorded "
                 f"defect shows again and 0 while it does not.{shown}", "", "```python",
                 repro.script.rstrip(), "```"]
-    elif repro is not None and repro.script:
-        # The older generator's script only prints: for a record it checks nothing, and at
-        # hundreds of lines it would bury the trace above.
-        out += ["", f"The adapter's older generator wrote a {repro.lines}-line script for it "
-                "that only prints what happens; it is not shown."]
     return out
 
 
 def _script_summary(repro) -> str:
     if repro is None or not repro.script:
         return "none"
-    if not repro.checked:
-        return f"unchecked (older generator), {repro.lines} lines"
     rate = repro.reproduces
     shown = f"reproduces {rate[0]}/{rate[1]}" if rate else "not verified"
     return f"checks the defect (exit 1 when it shows), {repro.lines} lines, {shown}"
@@ -371,7 +402,7 @@ def _upstream(trace: Trace, repro, rate, allowed_here=(), replay: str = "") -> l
         *([f"**Why this is a D, not a ✗**: {f.citation}", ""] if f.verdict == "D" else []),
         *([f"**What the caller must add**: {remedy}", ""] if remedy else []),
     ]
-    if repro is not None and repro.script and repro.checked:
+    if repro is not None and repro.script:
         how = ("It exits 1 when the defect shows and 0 when it does not"
                + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs{_tries(repro)}."
                   if rate else "."))
@@ -380,9 +411,8 @@ def _upstream(trace: Trace, repro, rate, allowed_here=(), replay: str = "") -> l
         out += [f"**Reproduction** ({uses}; "
                 f"{repro.lines} lines). {how}", "", "```python", repro.script.rstrip(), "```"]
     else:
-        why = (_why_unchecked(repro) if repro is not None and repro.script
-               else "there is no standalone script for it.")
-        out += [f"**Reproduction**: no checked script: {why} Replay it with resumefuzz:", "",
+        out += [f"**Reproduction**: no checked script: {_why_unchecked(repro)} Replay it with "
+                "resumefuzz:", "",
                 "```", replay or "resumefuzz replay <entry>", "```"]
     return out
 

@@ -4,7 +4,7 @@
 (again, up to ``RECORD_ATTEMPTS`` times, until the finding's step diverges as recorded: a
 timing-dependent trace may run another way), collecting the framework calls the adapter records
 (``adapters.protocol.record_call``) per operation, asks the adapter for its script
-(``Adapter.reproduction``, or the older unchecked ``repro_script``), then runs the script
+(``Adapter.reproduction``), then runs the script
 ``runs`` times in a fresh interpreter (this one's ``sys.executable``, without our ``PYTHONPATH``,
 so an import of resumefuzz would fail) and counts how often it exits 1: the defect showed.  The
 count goes into the corpus entry and the report.
@@ -17,49 +17,22 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from adapters.protocol import Evidence, read_calls
 from refmodel import InvalidOperation, Race, World
 
+from . import report
 from .corpus import trials_for
 from .errors import EngineError
 from .judge import judge_step, model_for
+from .report import COULD_NOT_RUN, Reproduction
 from .runner import Session, Settings
 
 SCRIPT_TIMEOUT = 120.0  # seconds one run of a script may take
 SHOWS = "DEFECT SHOWS"  # what a script's verdict() prints when it exits 1 for the defect
 NO_DEFECT = "no defect"  # what it prints when it exits 0
-# What ``verify`` records for a run that never reached the verdict: an import that failed (a
-# user's store module without its PYTHONPATH), a store that could not be set up.
-COULD_NOT_RUN = "the script could not run: "
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reproduction:
-    script: str | None
-    checked: bool  # the script checks the defect (exit 1) rather than only printing
-    reproduces: tuple | None = None  # (k, n): exited 1 in k of n fresh runs
-    outputs: tuple = ()  # the last lines each run printed, for a reader chasing a 0/n
-    # The adapter's checked generator raised (a tool error, never the framework's): what it
-    # raised, and the script is the older one.  The report says so; the campaign counts it.
-    error: str = ""
-    attempts: int = 1  # runs of its scenario one run of the script makes at most (``repeated``)
-
-    @property
-    def lines(self) -> int:
-        return len(self.script.splitlines()) if self.script else 0
-
-    @property
-    def could_not_run(self) -> str:
-        """What stopped the script before its verdict in every verified run (the last run's
-        error line), or ``""`` when some run reached its verdict or none was made.  Such a
-        script shows nothing about the framework: the report says what failed instead of
-        "the script misses something the harness does"."""
-        if not self.outputs or not all(COULD_NOT_RUN in o for o in self.outputs):
-            return ""
-        return self.outputs[-1].partition(COULD_NOT_RUN)[2]
 
 
 def allowed_steps(trace, caps=None, deviations=()) -> list:
@@ -217,7 +190,7 @@ def repeated(script: str, attempts: int, rate: str) -> str:
 
 def script_for(adapter, variant, trace, calls: tuple | None = None) -> Reproduction:
     """The adapter's checked script when it can write one (run ``attempts_for(trace)`` times
-    over, ``repeated``), its older script otherwise."""
+    over, ``repeated``); no script otherwise, with what the generator raised if it did."""
     error = ""
     if trace.finding is not None and calls is not None:
         proof = evidence(trace, calls, adapter.capabilities(variant), adapter.deviations(variant))
@@ -228,9 +201,8 @@ def script_for(adapter, variant, trace, calls: tuple | None = None) -> Reproduct
         if script:
             attempts = attempts_for(trace)
             return Reproduction(script=repeated(script, attempts, trace.finding.rate),
-                                checked=True, attempts=attempts)
-    return Reproduction(script=adapter.repro_script(variant, trace.workflow, trace.operations),
-                        checked=False, error=error)
+                                attempts=attempts)
+    return Reproduction(script=None, error=error)
 
 
 def verify(script: str, runs: int, timeout: float = SCRIPT_TIMEOUT) -> tuple:
@@ -263,7 +235,7 @@ def reproduce(adapter, variant, trace, runs: int = 3, op_timeout: float = 30.0) 
     """Record, compose and (for a checked script, ``runs`` > 0) verify."""
     calls = record(adapter, variant, trace, op_timeout) if trace.finding is not None else None
     repro = script_for(adapter, variant, trace, calls)
-    if not (repro.checked and runs > 0):
+    if not (repro.script and runs > 0):
         return repro
     # A run of a repeated script may make up to ``attempts`` runs of its scenario.
     k, outputs = verify(repro.script, runs, SCRIPT_TIMEOUT * repro.attempts)
@@ -284,13 +256,12 @@ def refresh(adapter, variant, trace, corpus_path: Path, reports_dir: Path, *,
     """Generate (and verify ``runs`` times) the finding's script, record the result in the
     corpus entry at ``corpus_path`` (unless ``save`` is false: a finding that never came back
     has no entry) and write its report: ``(trace, report path, repro)``."""
-    from . import report
     from .trace import dump_trace
 
     repro = reproduce(adapter, variant, trace, runs=runs, op_timeout=op_timeout)
     script = None
     if repro.script:
-        script = {"checked": repro.checked, "lines": repro.lines}
+        script = {"checked": True, "lines": repro.lines}
         if repro.reproduces is not None:
             script.update(runs=repro.reproduces[1], reproduced=repro.reproduces[0])
     trace = trace.with_(finding=replace(trace.finding, script=script))

@@ -56,8 +56,3 @@ class AutoGenAdapter(Adapter):
         from .repro import reproduction
 
         return reproduction(variant, workflow, evidence)
-
-    def repro_script(self, variant: Variant, workflow: Workflow, ops):
-        from .repro_legacy import script
-
-        return script(variant, workflow, ops, self.versions())

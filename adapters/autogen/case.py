@@ -32,7 +32,7 @@ from adapters.protocol import (
     forge,
     record_call,
 )
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 from refmodel.workflow import sorted_pairs
 
 from . import statefmt

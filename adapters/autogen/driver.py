@@ -25,8 +25,8 @@ Save policy ``hitl`` saves when ``run()`` returns (at the interrupt and at the e
 the team with ``max_turns=1`` and saves after every turn.  The input of the current run is kept in
 ``book`` (a small JSON side table in the case directory) so that a new process can re-issue it.
 
-No resumefuzz import here: the repro script embeds this file.  Each operation is one
-``asyncio.run``: a team is bound to the loop that first runs it, and nothing outlives the op.
+Each operation is one ``asyncio.run``: a team is bound to the loop that first runs it, and
+nothing outlives the op.
 
 Every AutoGen call and every save or load of the caller's store is told to ``record`` as the line
 a user would write (``await team.load_state(load('run-1'))``): the reproduction script

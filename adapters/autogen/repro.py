@@ -1,6 +1,6 @@
 """An AutoGen finding as a short script: the team, the calls the runner made, the check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from the
 definitions below (pasted into the script by name with ``inspect.getsource``: each is real code,
 importable and tested here) and the lines ``driver.py`` recorded while the engine replayed the
 trace: ``team = build_team()``, ``await team.load_state(load('run-1'))``, ``result = await
@@ -42,7 +42,7 @@ written as its ``UPDATE`` there (``_forged_in_place``, ``_overwritten_in_place``
 ``TaskOutput`` of one field is one line; where every task is a gate and its answer is read once,
 by its effect, it asks until answered with no ``value`` to name (``_every_task_a_gate``); with
 the effect log a list, the task appends its row itself and the verdict reads
-``EFFECTS[before:]`` (the toolkit's ``effect_inlined`` and ``fired_inlined``).
+``EFFECTS[before:]`` (the reproduction layer's ``effect_inlined`` and ``fired_inlined``).
 
 A race becomes straight lines: every racer loads the saved state, then each runs and saves in
 turn: the interleaving in which the racers all read before any writes (AutoGen has no lock, so
@@ -52,8 +52,7 @@ the ``forged`` tamper, exception and SIGKILL crash points and out-of-schema outp
 recovery is written as the recovery of the original store, the first of the two the fuzzer runs
 (the second, on a copy, runs after it and cannot change it): enough for a finding on the first;
 one only in the copy has no check (``check_for`` looks at the first).  Not: the ``corrupt`` and
-``invalid`` tampers; for those the adapter falls back to the older unchecked script
-(``repro_legacy.py``).
+``invalid`` tampers; for those the report gives the replay line instead.
 """
 
 from __future__ import annotations
@@ -80,8 +79,8 @@ from autogen_agentchat.conditions import (
 from autogen_agentchat.messages import HandoffMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import DiGraphBuilder, GraphFlow, Swarm
 
-from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import WORKDIR, crash_point, effect
+from adapters.reproduction.script import (
     LONGEST,
     Script,
     check_for,
@@ -911,7 +910,7 @@ def _one_line_output(src: str) -> str:
 
 def _catching(calls, t: int) -> tuple | None:
     """A step whose last call runs the team and enters task ``t``, which raises there, with that
-    call inside ``contextlib.suppress(RuntimeError)`` (``toolkit.script.suppressed``): what
+    call inside ``contextlib.suppress(RuntimeError)`` (``reproduction.script.suppressed``): what
     AutoGen re-raises the task's exception as; ``None`` where the last call is no plain line of
     its own (a loop's body, say) that runs the team."""
     if not calls or not RUNS.search(calls[-1]) or calls[-1][:1].isspace():

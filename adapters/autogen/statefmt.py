@@ -8,7 +8,7 @@ completed task (``out``, and ``answer`` for a gate), a message whose content sta
 ``__INTERRUPT__ t<g>`` is gate ``g`` asking.  Participants' buffers hold copies of the same
 messages (same ``id``), which edits keep consistent.
 
-Standard library only, no resumefuzz import (the repro script embeds this file).
+Standard library only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   ``store/checkpoints.sqlite``.  History: the label names the save (``interrupt:t<g>``, ``step``,
   ``complete``, ``fork``), so the caller can find the state at which gate ``g`` asked.
 
-Standard library only, no resumefuzz import: the repro script embeds this file.  Every method
+Standard library only.  Every method
 takes and returns the stored *text*; decoding it is the caller's business (and a loud refusal
 when it does not decode).
 """

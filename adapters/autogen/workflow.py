@@ -1,9 +1,8 @@
 """The AutoGen teams a workflow becomes: one deterministic ``BaseChatAgent`` per task, no LLM.
 
 This module imports AutoGen at import time, so the adapter imports it only from ``prepare()`` and
-``open()``.  It must not import resumefuzz either: the older repro script embeds its source
-verbatim (``repro_legacy.py``), so it talks to the caller's hooks by duck typing
-(``task_begins``, ``effect``, ``output``).
+``open()``.  It talks to the caller's hooks by duck typing (``task_begins``, ``effect``,
+``output``), so it needs nothing of resumefuzz.
 
 Every task writes its result as a typed ``StructuredMessage[TaskOutput]`` (AgentChat's own way of
 carrying structured data between agents): the message thread *is* the workflow state that

@@ -22,7 +22,6 @@ from adapters.protocol import (
     Capabilities,
     Case,
     Deviation,
-    Op,
     Variant,
     Workflow,
     atomic_write_text,
@@ -182,12 +181,6 @@ class CrewAIAdapter(Adapter):
 
         return reproduction(variant, workflow, evidence)
 
-    def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        if variant.options.get("backend") == "custom":
-            return None  # not written yet for a custom store: the report says so
-        from .repro_legacy import script
-
-        return script(variant, workflow, ops)
 
 
 def use_newer_sqlite_for_checkpoints() -> None:

@@ -38,7 +38,7 @@ from adapters.protocol import (
     Workflow,
     record_call,
 )
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 
 from . import store
 from .workflow import gate_of_method

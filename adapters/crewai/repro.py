@@ -1,6 +1,6 @@
 """A CrewAI Flows finding as a short script: the flow, the calls the case made, the check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from
 the definitions below (pasted into the script by name with ``inspect.getsource``: each is real
 code) and the calls ``case.py`` recorded while the engine replayed the trace
 (``WorkflowFlow.from_pending(ID['run-1'], persistence).resume('a')``).  A flow id is a fresh
@@ -15,8 +15,8 @@ context, as the case runs each operation: ``Flow.from_checkpoint`` and ``Flow.fo
 their runtime state to the caller's context, and later flows in it would join that state (a
 ``@persist`` flow records none: its steps run one after the other).
 
-Written for every variant and every operation but tampering (that falls back to the older
-unchecked script, ``repro_legacy.py``).  A twin recovery is written as the recovery of the
+Written for every variant and every operation but tampering (for that the report gives the
+replay line instead).  A twin recovery is written as the recovery of the
 original store, the first of the two the fuzzer runs (the second, on a copy, runs after it and
 cannot change it); where only the copy's recovery differs, the script copies the store first as
 the engine does (``COPY``) and checks the copy's recovery against the original's
@@ -58,8 +58,8 @@ from crewai.flow.async_feedback import HumanFeedbackPending
 from crewai.flow.flow import FlowState
 from crewai.state.checkpoint_config import CheckpointConfig
 
-from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import WORKDIR, crash_point, effect
+from adapters.reproduction.script import (
     MOMENTS,
     OUTCOME_WORDS,
     Check,
@@ -434,7 +434,7 @@ def _kept(calls: tuple, reads_state: bool) -> list:
     return kept[::-1]
 
 
-# The check's words (adapters.toolkit.script), as a CrewAI user says them.
+# The check's words (adapters.reproduction.script), as a CrewAI user says them.
 WORDS = (
     (r"stops at an interrupt", "pauses for feedback (returns HumanFeedbackPending)"),
     (r"runs to the end", "completes"),

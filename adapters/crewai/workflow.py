@@ -2,8 +2,7 @@
 
 Why source text rather than classes built with ``type()``: CrewAI builds a flow's definition
 from the class and reads method source (``FlowDefinition``); a real module file behaves exactly as
-a user's flow does.  The same text is embedded in ``repro_script``, so a bug report runs the very
-flow the fuzzer ran.
+a user's flow does.
 
 Shape (tasks ``1..n`` in order, one ``@listen`` chain, no Crew, Agent or LLM):
 

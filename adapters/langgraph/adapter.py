@@ -210,7 +210,7 @@ class LangGraphAdapter(Adapter):
             import psycopg  # noqa: F401
         except ImportError as exc:
             raise ImportError(f"{exc}; install with: {INSTALL_HINT}") from exc
-        # The case's own modules too (driver, store, tamper, the script toolkit): imported
+        # The case's own modules too (driver, store, tamper, the reproduction layer): imported
         # here once, not in every forked worker's first ``open`` (50-60 ms a worker from .pyc
         # files, ~180 ms without them, of a SIGKILL case's ~150 ms).  Importing runs nothing.
         from . import case  # noqa: F401
@@ -438,13 +438,6 @@ class LangGraphAdapter(Adapter):
         if variant.options.get("guard"):  # a script of plain LangGraph would not be the guard's
             return None
         return reproduction(BY_NAME.get(variant.name, variant), workflow, evidence)
-
-    def repro_script(self, variant: Variant, workflow: Workflow, ops) -> str | None:
-        from .repro_legacy import write_script
-
-        if variant.options.get("guard"):
-            return None
-        return write_script(BY_NAME.get(variant.name, variant), workflow, ops)
 
     def cleanup(self, variant: Variant | None, workdir: Path) -> None:
         """Drop the PostgreSQL database named in ``workdir/postgres.json``, if it still exists.

@@ -30,7 +30,7 @@ from adapters.protocol import (
     record_call,
 )
 
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 
 from . import tamper as tampering
 from .driver import END, Driver, LostTrack, Missing

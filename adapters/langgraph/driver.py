@@ -1,7 +1,7 @@
 """Drive one case through LangGraph: the spellings of start / resume / recover / fork, the
 branch each harness thread is on, and reading a branch's state back from the store.
 
-Standalone on purpose (standard library and LangGraph only): repro scripts embed it.
+It speaks LangGraph and the standard library only.
 
 Harness threads and LangGraph threads
 -------------------------------------

@@ -1,6 +1,6 @@
 """A LangGraph finding as a short script: the workflow, the calls the adapter made, the check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from
 the functions below (pasted into the script by name, with ``inspect.getsource``: each is real
 code, importable and tested here) and the calls ``driver.py`` recorded while the engine replayed
 the trace (``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durability='sync')``).
@@ -29,8 +29,8 @@ truncation of the SQLite file is ``truncate`` (the application down while the fi
 opened anew, as the harness reopens its store), the ``drophead`` variant's forgery ``drop`` (the
 newest checkpoint and its writes deleted).  A PostgreSQL store is tampered with the same edits
 on its tables (``*_in_postgres``, SQL on the saver's own connection; a checkpoint's values live
-in ``checkpoint_blobs``).  Not (yet): tampers of a custom store; for those the adapter falls
-back to the older unchecked script (``repro_legacy.py``), and the report says so at the top.
+in ``checkpoint_blobs``).  Not (yet): tampers of a custom store; for those the report says so
+at the top and gives the replay line.
 A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
 the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
 event loop of the script's (``run(graph.ainvoke(...))``); a factory that declares no
@@ -67,8 +67,8 @@ except ImportError:  # pragma: no cover
     psycopg = dict_row = None
     PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
-from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import WORKDIR, crash_point, effect
+from adapters.reproduction.script import (
     Script,
     check_for,
     header,
@@ -556,7 +556,7 @@ def saver_for(options, forced: bool) -> Saver | None:
                     "postgres": ("atexit", "os")}.get(kind, ()),
             pinned=SAVER_PINNED.get(kind, ()))
     from adapters import storefactory
-    from adapters.toolkit.script import store_class, store_parts
+    from adapters.reproduction.script import store_class, store_parts
 
     factory = storefactory.load(options["store_factory"])
     recipe = storefactory.script_of(factory)

@@ -1,8 +1,7 @@
 """The three checkpoint stores (memory, SQLite file, PostgreSQL database) and what the adapter
 does to them directly: list a thread's checkpoints, copy the store, drop it.
 
-Standalone on purpose: it imports only the standard library, LangGraph's savers and psycopg,
-so that a repro script can embed it unchanged (``repro_legacy.py``, ``EMBEDDED``).
+It imports only the standard library, LangGraph's savers and psycopg.
 
 Every store lives in (or is named by a file in) the case's ``workdir``, so a fresh worker that
 re-opens the case after a SIGKILL finds it again.  PostgreSQL: one database per case, named in

@@ -1,6 +1,6 @@
 """Tamper with a thread's newest checkpoint *in the store*, never through LangGraph's API.
 
-Standalone on purpose (standard library, LangGraph's serializer, psycopg): repro scripts embed it.
+It speaks the standard library, LangGraph's serializer and psycopg only.
 
 ``corrupt``   bytes that do not decode: the checkpoint's serialized state (the SQLite checkpoint
               blob; the channel blobs PostgreSQL and the memory saver keep beside it) and its

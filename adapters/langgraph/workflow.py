@@ -1,6 +1,6 @@
 """Build the contract's workflow (tasks 1..n, gates pause for a resume value) in LangGraph.
 
-Standalone on purpose (standard library, LangGraph and pydantic only): repro scripts embed it.
+It speaks the standard library, LangGraph and pydantic only.
 
 Two API styles, each an adapter variant:
 

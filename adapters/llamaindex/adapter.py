@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.protocol import Adapter, Op, Variant, Workflow, installed_versions
+from adapters.protocol import Adapter, Variant, Workflow, installed_versions
 
 from . import variants
 from .promises import PROMISES
@@ -79,11 +79,10 @@ class LlamaIndexAdapter(Adapter):
         return open_case(variant, workflow, workdir)
 
     def reproduction(self, variant: Variant, workflow: Workflow, evidence) -> str | None:
+        if variant.options.get("backend") in ("server", "dbos"):
+            from .repro_served import served_reproduction
+
+            return served_reproduction(variant, workflow, evidence)
         from .repro import reproduction
 
         return reproduction(variant, workflow, evidence)
-
-    def repro_script(self, variant: Variant, workflow: Workflow, ops: Sequence[Op]) -> str | None:
-        from .repro_legacy import script
-
-        return script(variant, workflow, ops)

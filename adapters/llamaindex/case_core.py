@@ -39,10 +39,10 @@ from adapters.protocol import (
     Workflow,
     record_call,
 )
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 
 from . import tamper
-from .case import close_loop, failure
+from .case_common import close_loop, failure
 from .store import SnapshotStore, copy_side_files, copy_sqlite
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
 from .workflow import answer_event, build

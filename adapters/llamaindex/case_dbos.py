@@ -35,10 +35,10 @@ from adapters.protocol import (
     Workflow,
     record_call,
 )
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 
 from . import tamper
-from .case import as_retried_answer, close_loop, failure
+from .case_common import as_retried_answer, close_loop, failure
 from .store import connect, copy_side_files, copy_sqlite, stored_rows
 from .view import decode_state_json
 from .workflow import RunSlot, answer_event, build

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 
 from adapters.protocol import HarnessError, Recover, Refused, Resume, Start
 
-from .case import as_retried_answer, failure
+from .case_common import as_retried_answer, failure
 from .case_server import ServerCase
 from .workflow import answer_classes, answer_event, build
 

@@ -1,7 +1,7 @@
 """A LlamaIndex Workflows finding as a short script: the workflow, the calls the case made, the
 check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from the
 definitions below (pasted by name with ``inspect.getsource``: real code, importable and tested
 here), a ``Workflow`` class with one ``@step`` per task (a few lines each, written from the
 plan, as ``workflow.py`` builds it), and the lines ``case_core.py`` recorded while the engine
@@ -29,8 +29,8 @@ turn: the interleaving in which all read before any writes (a forced race holds 
 Written for the core variants (both gate idioms, both snapshot schedules): start / resume /
 recover / fork / race / query / stale_resume (the snapshot stored when the gate asked, restored
 by its index: ``snapshot(k)``, as a fork's), exception crash points and out-of-schema outputs.
-Not: SIGKILL, tampering, twin recovery; for those the adapter falls back to the older unchecked
-script (``repro_legacy.py``).  The server and DBOS variants' scripts are ``repro_served.py``'s,
+Not: SIGKILL, tampering, twin recovery; for those the report gives the replay line instead.
+The server and DBOS variants' scripts are ``repro_served.py``'s,
 from the same workflow definition.
 """
 
@@ -44,8 +44,8 @@ from dataclasses import replace
 from pydantic import BaseModel
 from workflows.events import InputRequiredEvent, WorkflowIdleEvent
 
-from adapters.toolkit.repro_runtime import crash_point, effect
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import crash_point, effect
+from adapters.reproduction.script import (
     Script,
     check_for,
     header,
@@ -389,10 +389,6 @@ def workflow_imports(text: str) -> tuple:
 def reproduction(variant, workflow, evidence) -> str | None:
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
-    if options.get("backend") in ("server", "dbos"):
-        from .repro_served import served_reproduction
-
-        return served_reproduction(variant, workflow, evidence)
     if options.get("backend") != "core" or any(op.name not in SUPPORTED_OPS for op in ops) or any(
             getattr(op, "crash", None) and op.crash.kind == "sigkill" for op in ops):
         return None

@@ -1,7 +1,7 @@
 """A llama-agents-server or llama-agents-dbos finding as a short script: the workflow served as a
 user serves it, the calls the case made, the check.
 
-``served_reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script``
+``served_reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script``
 from the core's workflow definition (``repro.py``) and the definitions below, pasted by name with
 ``inspect.getsource`` (real code, importable here):
 
@@ -58,8 +58,8 @@ from llama_agents.dbos import DBOSRuntime
 from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 from workflows.events import StopEvent, WorkflowIdleEvent
 
-from adapters.toolkit.repro_runtime import WORKDIR
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import WORKDIR
+from adapters.reproduction.script import (
     MOMENTS,
     OUTCOME_WORDS,
     Check,

@@ -135,10 +135,3 @@ class PydanticGraphAdapter(Adapter):
             recipe = storefactory.script_of(storefactory.load(variant.options["store_factory"]))
             return reproduction(variant, workflow, evidence, recipe) if recipe else None
         return reproduction(variant, workflow, evidence)
-
-    def repro_script(self, variant: Variant, workflow: Workflow, ops):
-        if variant.options.get("backend") == "custom":
-            return None
-        from .repro_legacy import repro_script
-
-        return repro_script(variant, workflow, ops)

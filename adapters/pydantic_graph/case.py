@@ -52,7 +52,7 @@ from adapters.protocol import (
     forge,
     record_call,
 )
-from adapters.toolkit.script import thread_label
+from adapters.reproduction.script import thread_label
 
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
 from .workflow import Deps, WfState, build

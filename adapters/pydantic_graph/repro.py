@@ -1,6 +1,6 @@
 """A pydantic-graph finding as a short script: the graph, the calls the case made, the check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.toolkit.script.Script`` from the
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from the
 definitions below (pasted into the script by name with ``inspect.getsource``: each is real code)
 and the calls ``case.py`` recorded while the engine replayed the trace: the persistence it
 opened, ``graph.initialize`` / ``graph.iter`` / ``graph.iter_from_persistence``, then ``drive(run)``
@@ -35,8 +35,8 @@ racers between read and write); on a custom store it is written as its racers on
 other (``racer_calls``): the same order, without processes.  A tamper is the edit
 ``case.py`` made, written in the script: the file cut short, given a stale lock, or edited as
 JSON on disk; in memory, the newest snapshot object replaced (``NodeSnapshot`` /
-``EndSnapshot``) or edited.  Not (yet): a forged file, SIGKILL and twin recovery; those fall
-back to the older unchecked script (``repro_legacy.py``).
+``EndSnapshot``) or edited.  Not (yet): a forged file, SIGKILL and twin recovery; for those the
+report gives the replay line instead.
 
 A custom store (``--store``) is written with its factory's ``ScriptStore`` (``store_script``):
 the script pastes the store's own functions and builds the store with them where the case called
@@ -61,8 +61,8 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.persistence.file import FileStatePersistence
 from pydantic_graph.persistence.in_mem import FullStatePersistence, SimpleStatePersistence
 
-from adapters.toolkit.repro_runtime import WORKDIR, crash_point, effect
-from adapters.toolkit.script import (
+from adapters.reproduction.runtime import WORKDIR, crash_point, effect
+from adapters.reproduction.script import (
     Script,
     check_for,
     header,

@@ -185,7 +185,7 @@ import os
 import sqlite3
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.reproduction.runtime import WORKDIR
 
 
 def box_store(cls=dict):
@@ -221,7 +221,7 @@ def test_a_factory_without_store_script_has_no_script_store():
 
 
 def test_store_script_loads_and_pastes_what_its_functions_use(recipe_module, monkeypatch):
-    from adapters.toolkit.script import store_class, store_parts
+    from adapters.reproduction.script import store_class, store_parts
 
     recipe = storefactory.script_of(_with_script(monkeypatch, f"{recipe_module}:SCRIPT"))
     stdlib, imports, source = store_parts(recipe)

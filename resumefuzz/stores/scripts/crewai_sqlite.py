@@ -6,7 +6,7 @@ import os
 from crewai.flow.persistence import SQLiteFlowPersistence
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.reproduction.runtime import WORKDIR
 
 
 def sqlite_persistence(cls=SQLiteFlowPersistence):

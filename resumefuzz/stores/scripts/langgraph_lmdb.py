@@ -7,7 +7,7 @@ import lmdb
 from langgraph_checkpoint_lmdb import LMDBSaver
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.reproduction.runtime import WORKDIR
 
 
 def lmdb_saver(cls=LMDBSaver):

@@ -10,7 +10,7 @@ import redis.asyncio
 from langgraph_checkpoint_plainredis import AsyncRedisSaver, RedisSaver
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.reproduction.runtime import WORKDIR
 
 
 def delete_keys_at_exit():

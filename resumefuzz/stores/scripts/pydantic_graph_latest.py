@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic_graph_persistence import LatestStatePersistence
 
 from adapters.protocol import ScriptStore
-from adapters.toolkit.repro_runtime import WORKDIR
+from adapters.reproduction.runtime import WORKDIR
 
 
 def latest_persistence(cls=LatestStatePersistence):

@@ -206,7 +206,7 @@ def test_the_task_raises_itself_only_where_no_other_run_enters_it():
     from dataclasses import replace
 
     from adapters.autogen import repro as generator
-    from adapters.toolkit.script import Step
+    from adapters.reproduction.script import Step
 
     agent = generator._source(generator.Task)
     run = "result = await team.run(task=TextMessage(source='user', content='start'))"

@@ -4,9 +4,6 @@ of which have read the interrupted checkpoint before any writes; repro scripts r
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 from langgraph_testkit import forced_race, job, run_op, spawn
@@ -57,30 +54,6 @@ def test_a_forced_race_runs_k_processes_that_all_read_first(name, variant, workf
     assert {pid for pid in ledger.db.execute("select pid from effects where seq = 1").fetchall()
             for pid in pid} <= pids
     case.query("t0")
-
-
-@pytest.mark.parametrize("name", ["sqlite-graph-sync-head-update", "memory-func-sync-head-update"])
-def test_repro_script_runs_standalone(name, adapter, variant, workflow, tmp_path):
-    from adapters.protocol import Fork, Tamper
-
-    v = variant(name)
-    crash = CrashAt(3, "in_flight", "sigkill" if "memory" not in name else "exception")
-    ops = [Start("t0"), Resume("t0", value="a", crash=crash), Recover("t0"),
-           Fork("t0", gate=2, value="b", new_thread="f1"), Tamper("t0", how="invalid")]
-    script = tmp_path / "repro.py"
-    script.write_text(adapter.repro_script(v, workflow, ops))
-    env = {k: val for k, val in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
-    text = script.read_text()
-    for module in ("adapters", "refmodel", "fuzz", "resumefuzz", "hypothesis"):
-        assert f"import {module}" not in text and f"from {module}" not in text
-    assert "effect fired: branch=t0 task=1 value=None" in out
-    assert "effect fired: branch=t0 task=3" in out
-    assert ("killed with SIGKILL" in out) == ("memory" not in name)
-    assert "state of f1:" in out and "invalid" in out
 
 
 @pytest.mark.parametrize("task, phase, lost", [(1, "after_commit", True),

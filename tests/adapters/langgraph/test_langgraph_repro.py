@@ -65,10 +65,12 @@ def test_repro_of_what_langgraph_gets_right_exits_0(adapter, variant):
 
 
 @pytest.mark.parametrize("name", ["postgres-graph-sync-head-update"])
-def test_variants_without_a_checked_script_fall_back_to_the_older_one(adapter, variant, name):
+def test_variants_without_a_checked_script_have_none(adapter, variant, name):
+    """No script that only prints stands in for a checked one: the report gives the replay line
+    (docs/decisions/0002-checked-scripts-only.md)."""
     trace = load_trace(FORK_IGNORED).with_(variant=name)
     repro = reprocheck.script_for(adapter, variant(name), trace, calls=((), ()))
-    assert not repro.checked and repro.script
+    assert repro.script is None and not repro.checked and not repro.error
 
 
 def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
@@ -187,7 +189,7 @@ def test_repro_whose_check_reads_no_effect_has_no_effect_log(adapter, variant):
 
 def test_repro_trimming_helpers():
     from adapters.langgraph import repro as lg
-    from adapters.toolkit.script import one_line_classes, snippet, without_effect_log
+    from adapters.reproduction.script import one_line_classes, snippet, without_effect_log
 
     assert lg._inline_checkpoint("forge(checkpoint('run-1', 2), {})", False) == (
         "forge(list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))"

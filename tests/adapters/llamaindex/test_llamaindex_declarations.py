@@ -115,21 +115,3 @@ def test_versions_report_the_pins(adapter):
     pinned = (ROOT / "constraints" / "llamaindex.txt").read_text()
     for dist, pin in variants.PINS.items():
         assert f"{dist}=={pin}" in pinned
-
-
-def test_repro_script_replays_with_the_framework_alone(adapter, tmp_path):
-    from adapters.protocol import CrashAt, Recover, Resume, Start, Workflow
-
-    ops = [Start("t0"), Resume("t0", value="a"), Start("t1", crash=CrashAt(1, "in_flight")),
-           Recover("t1")]
-    for name in ("core-event-idle", "server-wait"):
-        text = adapter.repro_script(adapter.variant(name), Workflow(3, {2}), ops)
-        assert "resumefuzz" not in text.replace("resumefuzz trace", "")  # no project import
-        path = tmp_path / f"{name}.py"
-        path.write_text(text)
-        out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                             timeout=120, env={"PATH": "/usr/bin:/bin", "OTEL_SDK_DISABLED": "true"})
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.count("outcome:") == len(ops)
-        assert "effects: [('t0', 1, None)]" in out.stdout
-    assert adapter.repro_script(adapter.variant("dbos-wait"), Workflow(3, {2}), ops) is None

@@ -118,7 +118,7 @@ def test_repro_workflow_ends_at_the_task_that_always_raises():
 
 def test_repro_helpers_called_once_are_written_out():
     from adapters.llamaindex.repro import stored_before, written_out
-    from adapters.toolkit.script import Step
+    from adapters.reproduction.script import Step
 
     steps = [Step(comment="1", calls=("await drive('run-1', wf.run())",)),
              Step(comment="2", calls=("save('branch-1', snapshot(1), asked=1)",

@@ -3,7 +3,7 @@
 An adapter's ``repro.py`` supplies the parts in its framework's terms: the workflow definition
 (source of real functions of its own, taken with ``inspect.getsource``), the framework calls it
 recorded while replaying the trace, one ``Step`` per operation, and the ``Check`` of the step
-that diverged.  This module adds the runtime functions the steps need (``repro_runtime.py``, by
+that diverged.  This module adds the runtime functions the steps need (``runtime.py``, by
 name) and the few glue lines that run a step: straight lines when the step can neither fail nor
 crash, ``observe(step_n)`` around one that may, ``with contextlib.suppress(...)`` around one that
 survives its task's own raise and reads nothing of it (``suppressed``), ``in_child(step_n,
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from adapters.protocol import installed_versions
 
-from . import repro_runtime, repro_runtime_local
+from . import runtime, runtime_local
 
 MOMENTS = {"before_effect": "before its effect", "in_flight": "after its effect",
            "after_commit": "after it completed"}
@@ -137,7 +137,7 @@ class Script:
     # thread, not a daemon, would keep the script alive): the store's ``ScriptStore.close``.
     teardown: tuple = ()
     # No effect log where the check reads no effect and no process dies (``without_effect_log``;
-    # elsewhere the ``observe`` of ``repro_runtime_local.observe_outcome`` where no step reads
+    # elsewhere the ``observe`` of ``runtime_local.observe_outcome`` where no step reads
     # what it returns), and a class with no body of its own on one line (``one_line_classes``).
     # Every built-in adapter sets it; off by default, so that another adapter's scripts do not
     # change under it.
@@ -152,8 +152,8 @@ class Script:
 
     def _killed(self) -> bool:
         """Does a process die or several share the effect log (a SIGKILL, a race, isolated
-        steps)?  Then the log is the SQLite file of ``repro_runtime``, read with ``effects()``;
-        otherwise the list ``EFFECTS`` of ``repro_runtime_local``."""
+        steps)?  Then the log is the SQLite file of ``runtime``, read with ``effects()``;
+        otherwise the list ``EFFECTS`` of ``runtime_local``."""
         return self.isolated or any(s.racers or (s.crash and s.crash[2] == "sigkill")
                                     for s in self.steps)
 
@@ -178,7 +178,7 @@ class Script:
         else:
             names += ["local:EFFECTS", "local:effect"]
         crashing = bool(crashes) or "crash_point(" in workflow_src
-        # The ``observe`` of ``repro_runtime`` (it tells "crashed" from "rejected" and reads the
+        # The ``observe`` of ``runtime`` (it tells "crashed" from "rejected" and reads the
         # SQLite log) where a process dies or several share the log, where the checked step
         # crashes, and where ``observe_crashing`` calls it; elsewhere a crashing step's status
         # is never looked at, and the list's ``observe`` does.
@@ -223,7 +223,7 @@ class Script:
         elif not re.search(r"^status, fired = observe\(", source, flags=re.MULTILINE):
             # no step reads what observe() returns: the shorter one, which slices no effect log
             source = source.replace(snippet("local:observe"),
-                                    source_as(repro_runtime_local.observe_outcome, "observe"), 1)
+                                    source_as(runtime_local.observe_outcome, "observe"), 1)
         return one_line_classes(source)
 
     def _raising_only(self) -> bool:
@@ -375,7 +375,7 @@ def without_effect_log(source: str, reads_outcome: bool) -> str:
     for name in ("local:EFFECTS", "local:effect", "local:effects"):
         out = out.replace(snippet(name) + "\n", "", 1)
     out = out.replace(snippet("local:observe"),
-                      source_as(repro_runtime_local.observe_outcome, "observe"), 1)
+                      source_as(runtime_local.observe_outcome, "observe"), 1)
     out = re.sub(r"^\s*effect\([^()\n]*\)\n", "", out, flags=re.MULTILINE)
     out = re.sub(r"^status, fired = ", "status = " if reads_outcome else "", out,
                  flags=re.MULTILINE)
@@ -439,7 +439,7 @@ def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
     """``calls`` (statements) inside ``contextlib.suppress(<exception>)``, ``said`` as the
     comment, at ``indent``: on the ``with`` line itself when they are one expression and the
     line fits (``LONGEST``), else as its block.  The one spelling of a step that survives its
-    task's own raise and reads nothing of it (the script imports ``contextlib``): the toolkit's
+    task's own raise and reads nothing of it (the script imports ``contextlib``): the layer's
     ``Crash`` (``Script(raise_passes=True)``), or what a framework re-raises it as (LlamaIndex's
     ``RuntimeError``, the server's ``httpx.HTTPStatusError``)."""
     guard = f"{indent}with contextlib.suppress({exception}):"
@@ -451,7 +451,7 @@ def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
 
 
 def effect_inlined(script: str, said: str = "") -> str:
-    """The list log's ``effect`` (``repro_runtime_local``) written where it is called: a line
+    """The list log's ``effect`` (``runtime_local``) written where it is called: a line
     that only calls it appends the row to ``EFFECTS`` itself (``said``: that line's comment), and
     the definition goes (an adapter's pass over its composed script: CrewAI's, AutoGen's, the
     LlamaIndex server's).  Unchanged where anything else still names ``effect``."""
@@ -531,15 +531,15 @@ def _returning(calls: list) -> list:
 
 
 def snippet(name: str) -> str:
-    """The source of ``name`` in ``repro_runtime`` (``local:name``: in ``repro_runtime_local``):
+    """The source of ``name`` in ``runtime`` (``local:name``: in ``runtime_local``):
     a function or class, or a module-level assignment (``"A, B"`` names the assignment whose
     targets are those).  Docstrings and comment lines are left out: they explain the runtime to
     us; the script is short, and the names say what it does.  ``atexit:WORD``: the statement
     ``atexit.register(...)`` that mentions ``WORD`` (what a script does as it exits), at the
     top level or under ``if __name__ == "__main__"`` (what only a script runs)."""
-    module = repro_runtime
+    module = runtime
     if name.startswith("local:"):
-        module, name = repro_runtime_local, name.partition(":")[2]
+        module, name = runtime_local, name.partition(":")[2]
     obj = getattr(module, name.split(",")[0].strip(), None)
     if inspect.isfunction(obj) or inspect.isclass(obj):
         source = without_docstring(inspect.getsource(obj))

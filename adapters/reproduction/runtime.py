@@ -1,6 +1,6 @@
 """The runtime a reproduction script carries: standard library only, copied into each script.
 
-``adapters.toolkit.script.Script`` pastes the names a script needs from this file (functions with
+``adapters.reproduction.script.Script`` pastes the names a script needs from this file (functions with
 ``inspect.getsource``, constants by their assignment), so every script stays standalone (``python
 repro.py`` needs the framework and nothing of resumefuzz) and every line of it is real, tested
 code here.  Names are chosen for a framework maintainer reading the script: a task's *effect* (a

@@ -1,4 +1,4 @@
-"""The reproduction-script toolkit, on a tiny workflow written in plain Python (no framework):
+"""The reproduction layer (adapters/reproduction), on a tiny workflow written in plain Python (no framework):
 the composed script is standalone, short, free of our vocabulary, and its exit status says
 whether the defect showed (1) or not (0), with an exception and with a SIGKILL in a child."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from adapters.protocol import Evidence, Fork, Recover, Start, StateView, Workflow
 from refmodel import Observation
-from adapters.toolkit.script import (
+from adapters.reproduction.script import (
     Check,
     Script,
     Step,
@@ -229,7 +229,7 @@ def test_the_engine_importing_the_runtime_makes_no_folder(tmp_path):
     temp.mkdir()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run(
-        [sys.executable, "-c", "import os, adapters.toolkit.script; os._exit(0)"], cwd=tmp_path,
+        [sys.executable, "-c", "import os, adapters.reproduction.script; os._exit(0)"], cwd=tmp_path,
         capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": root, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stderr

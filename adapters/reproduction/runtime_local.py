@@ -2,16 +2,16 @@
 
 - The effect log of a script that never kills a process: a list in memory, ``EFFECTS``, read
   directly (the glue reads ``EFFECTS`` where a script with the SQLite log calls ``effects()``;
-  ``effects`` is pasted only for the ``repro_runtime`` functions that call it).
-  ``effect`` has the same name as in ``repro_runtime``, so a workflow definition works with
-  either; a script with a SIGKILL takes the SQLite log of ``repro_runtime`` instead, which
+  ``effects`` is pasted only for the ``runtime`` functions that call it).
+  ``effect`` has the same name as in ``runtime``, so a workflow definition works with
+  either; a script with a SIGKILL takes the SQLite log of ``runtime`` instead, which
   survives the process.
 - ``observe`` for a script with no crash point, and ``crash_point`` for one whose crash points
-  all raise at a task's own moment (no SIGKILL, no "after it completed", which ``repro_runtime``'s
+  all raise at a task's own moment (no SIGKILL, no "after it completed", which ``runtime``'s
   handles by dying when the next task starts): a step sets ``CRASH = (task, moment)`` itself.
 """
 
-from .repro_runtime import CRASH, Crash  # noqa: F401  (what crash_point reads, for linters)
+from .runtime import CRASH, Crash  # noqa: F401  (what crash_point reads, for linters)
 
 EFFECTS = []
 
@@ -21,7 +21,7 @@ def effect(task, value):
     EFFECTS.append((task, value))
 
 
-# For the functions of ``repro_runtime`` a script without a SIGKILL may still take (the
+# For the functions of ``runtime`` a script without a SIGKILL may still take (the
 # ``observe`` that tells a crash point from a refusal, ``observe_crashing``): they call it.
 effects = EFFECTS.copy
 
