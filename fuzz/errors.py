@@ -33,6 +33,12 @@ class EngineError(ResumefuzzError):
     """The fuzzing machinery failed; the campaign's verdicts cannot be trusted."""
 
 
+class OracleDisagreement(EngineError):
+    """The model allowed a step that the model-free predicates (``refmodel.properties``) read as
+    breaking a property: one of our two readings of the contract is wrong.  As Elle checks a
+    history without a model, the run is "unknown", never a verdict on the framework."""
+
+
 class HarnessFailure(EngineError):
     """The adapter (or the engine's own code under it) failed on one operation of one example:
     an exception raised from adapter code, or a ``HarnessError``, rather than by the framework.

@@ -26,10 +26,13 @@ first D, with every D seen on the way.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from refmodel import (Divergence, Model, Observation, Op, Step, Workflow, World, classify,
                       properties)
+
+from .errors import OracleDisagreement
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,31 @@ def consequence(workflow: Workflow, op: Op, history, excusing: Judgement, world:
     return None
 
 
+def settle(workflow: Workflow, op: Op, history, judgement: Judgement, excusing: Judgement | None,
+           tamper_scope: str = "thread") -> Judgement:
+    """A judgement once the step is in ``history`` (every step so far, this one last), read again
+    without the model.  After a D (``excusing``), the D its consequences owe (``consequence``).
+    Before any D, a step the model allowed must break no property by the model-free predicates
+    either: the two are independent readings of the contract, and where they disagree one of them
+    is wrong, so the run is no verdict (``OracleDisagreement``, an engine error)."""
+    if judgement.verdict is not None:
+        return judgement
+    if excusing is not None:
+        return consequence(workflow, op, history, excusing, judgement.world,
+                           tamper_scope) or judgement
+    steps = [Step(o, observed, allowed) for o, observed, allowed in history]
+    last = len(steps) - 1
+    broken = sorted(p for p, at in properties.broken(workflow, steps, tamper_scope).items()
+                    if at == last)
+    if broken:
+        raise OracleDisagreement(
+            f"the model allowed step {last + 1} ({op.name} {getattr(op, 'thread', '')}, observed "
+            f"{steps[last].observed.outcome}) but the model-free predicates read it as breaking "
+            f"{', '.join(broken)}; the operations: "
+            + json.dumps([o.to_json() for o, _, _ in history]))
+    return judgement
+
+
 def judge_trace(runner_factory, workflow: Workflow, ops, caps=None, deviations=(), *,
                 mutant: str | None = None) -> TraceVerdict:
     """Apply ``ops`` on a fresh runner and judge each step; stop at the first ✗."""
@@ -206,9 +234,8 @@ def judge_trace(runner_factory, workflow: Workflow, ops, caps=None, deviations=(
             if judgement.verdict == "✗":
                 return _verdict(i, judgement.divergence, "✗", "", history, seen)
             world = judgement.world
-            if judgement.verdict is None and excusing is not None:
-                judgement = consequence(workflow, op, history, excusing, world,
-                                        getattr(caps, "tamper_scope", "thread")) or judgement
+            judgement = settle(workflow, op, history, judgement, excusing,
+                               getattr(caps, "tamper_scope", "thread"))
             if judgement.verdict == "D":
                 excusing = excusing or judgement
                 seen.append(SeenDeviation(i, judgement.divergence, judgement.citation,

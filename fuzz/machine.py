@@ -40,7 +40,7 @@ from refmodel import (
 )
 
 from .failures import FAILURES
-from .judge import consequence, judge_step, model_for
+from .judge import judge_step, model_for, settle
 from .runner import Session
 
 VALUES = ("a", "b", "c")
@@ -259,9 +259,9 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             self.history.append((op, observed, judgement.allowed))
             if judgement.verdict == "D" and self.excusing is None:
                 self.excusing = judgement
-            elif judgement.verdict is None and self.excusing is not None:
-                judgement = consequence(self.workflow, op, self.history, self.excusing,
-                                        judgement.world, caps.tamper_scope) or judgement
+            else:
+                judgement = settle(self.workflow, op, self.history, judgement, self.excusing,
+                                   caps.tamper_scope)
             notify("op", op=op, observed=observed, world=world, allowed=expected)
             divergence = judgement.divergence
             if divergence is not None and divergence.category in suppress:

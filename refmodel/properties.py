@@ -25,6 +25,10 @@ def _branch(step: Step) -> str:
     return step.op.new_thread if isinstance(step.op, Fork) else step.op.thread
 
 
+def _refused(step: Step) -> bool:
+    return step.observed.outcome == "rejected"
+
+
 def _excused(step: Step) -> set:
     """Tasks whose effect this step left in flight: a later re-fire of them is allowed."""
     crash = getattr(step.op, "crash", None)
@@ -67,7 +71,8 @@ def pc(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
     damaged = damaged_before(history, tamper_scope)
     for i, step in enumerate(history):
         state = step.observed.state
-        if state is None or _branch(step) in damaged[i]:
+        # A tamper's own read shows the damage it made: the framework's reading of it is CV's.
+        if state is None or step.op.name == "tamper" or _branch(step) in damaged[i]:
             continue
         if not state.is_valid(workflow):
             return i
@@ -86,7 +91,8 @@ def eo(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
     excused: set = set()
     for i, step in enumerate(history):
         branch = _branch(step)
-        if isinstance(step.op, Fork) and branch not in counts:
+        # A refused fork made no branch: the name may be forked again, from another gate.
+        if isinstance(step.op, Fork) and branch not in counts and not _refused(step):
             source = counts.get(step.op.thread, Counter())
             counts[branch] = Counter({t: c for t, c in source.items() if t < step.op.gate})
         for b, t, _ in step.observed.effects:
@@ -119,13 +125,22 @@ def fd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
 
 def cv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Checkpoint validity: nothing invalid persisted; tampered or bad state refused loudly."""
-    tampered: set = set()
+    damaged = damaged_before(history, tamper_scope)
+    tampered: dict = {}  # thread -> the gate its tampered (latest) checkpoint had pending
+    pending: dict = {}  # branch -> the gate its last readable state had pending
     for i, step in enumerate(history):
         op = step.op
         if op.name == "tamper":
-            tampered.add(op.thread)
+            tampered[op.thread] = pending.get(op.thread)
             continue
-        if op.thread in tampered and op.name != "query":
+        if step.observed.state is not None:
+            pending[_branch(step)] = step.observed.state.pending
+        # A fork addresses the checkpoint where its gate was asked: the tampered one only when
+        # that gate was the one pending when the tamper came; an older checkpoint may be forked
+        # (§3, "What a tamper reaches": any run on damaged bytes still counts below, through the
+        # state it persists).
+        older = isinstance(op, Fork) and op.thread in tampered and tampered[op.thread] != op.gate
+        if op.thread in tampered and op.name != "query" and not older:
             if step.observed.outcome.replace("rejected", "").strip("|") or step.observed.effects:
                 return i
         if getattr(op, "bad_output", None) is not None and step.observed.outcome in (
@@ -134,7 +149,10 @@ def cv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
         ):
             if any(t == op.bad_output for _, t, _ in step.observed.effects):
                 return i
-        if step.observed.state is not None and not step.observed.state.is_valid(workflow):
+        # What a tamper left is read back as it is (a read uses nothing): only a state no
+        # tamper reached must fit the schema.
+        intact = op.thread not in tampered and _branch(step) not in damaged[i]
+        if intact and step.observed.state is not None and not step.observed.state.is_valid(workflow):
             return i
     return None
 
@@ -162,7 +180,9 @@ def co(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
             consumed.add(key)
             excused.discard(key)
         excused |= _excused(step)
-        if isinstance(step.op, Fork):  # a branch inherits the source's consumed gates before it
+        if isinstance(step.op, Fork) and not _refused(step):
+            # A branch inherits the source's consumed gates before its own (a refused fork made
+            # no branch).
             for b, t in list(consumed):
                 if b == step.op.thread and t < step.op.gate:
                     consumed.add((step.op.new_thread, t))
@@ -190,11 +210,19 @@ def lv(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
         if step.observed.outcome == "stuck":
             return i
         if isinstance(step.op, Recover | TwinRecover) and step.op.thread in needs:
-            if step.observed.outcome == "rejected":
+            # A recovery whose task returned a value outside the schema is refused for that
+            # (CV's BadOutput), not for want of liveness: the run still needs recovering.
+            bad = getattr(step.op, "bad_output", None) is not None
+            if step.observed.outcome == "rejected" and not bad:
                 return i
-        if step.observed.outcome == "crashed":
+        # Only a run its store reads as unfinished needs recovery.  A crash after the last task
+        # committed leaves a completed run, and one at a gate may leave the gate pending (§3's
+        # label freedom): there recovery has nothing to run and may be refused (§3, "nothing to
+        # do"), and an answer, not a recovery, moves a pending gate on.
+        settled = getattr(step.observed.state, "status", None) in ("interrupted", "completed")
+        if step.observed.outcome == "crashed" and not settled:
             needs.add(_branch(step))
-        elif step.observed.outcome in ("interrupted", "completed"):
+        elif step.observed.outcome in ("interrupted", "completed") or settled:
             needs.discard(_branch(step))
     return None
 

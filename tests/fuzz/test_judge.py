@@ -275,3 +275,24 @@ def test_every_category_has_its_failure_class_declared_in_source():
         assert cls.__name__ == f"{category}Failure" and cls.category == category
         assert f"class {cls.__name__}(Failure):" in source
         assert cls.__doc__.startswith(f"{category} ({CATEGORY_INFO[category].paper_switch}, ")
+
+
+def test_where_the_model_and_the_predicates_disagree_the_run_is_no_verdict(monkeypatch):
+    """As Elle checks a history without a model: a step the model allows that a model-free
+    predicate reads as broken means one of our two readings is wrong, an engine error naming the
+    step and the operations, never a finding about the framework."""
+    import pytest
+
+    from fuzz.errors import EngineError, OracleDisagreement
+    from refmodel import properties
+
+    asked = Observation("interrupted", (("t0", 1, None), ("t0", 2, None)),
+                        view([1, 2], pending=3))
+    assert judge_trace(lambda wf: Scripted([asked]), WF, [Start("t0")],
+                       Capabilities(), []).verdict is None
+    monkeypatch.setitem(properties.PROPERTIES, "LV", lambda wf, steps, scope: len(steps) - 1)
+    with pytest.raises(OracleDisagreement) as raised:
+        judge_trace(lambda wf: Scripted([asked]), WF, [Start("t0")], Capabilities(), [])
+    assert isinstance(raised.value, EngineError)
+    assert "step 1 (start t0, observed interrupted)" in str(raised.value)
+    assert "breaking LV" in str(raised.value) and '"op": "start"' in str(raised.value)
