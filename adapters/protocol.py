@@ -4,7 +4,11 @@ An *adapter* drives one real framework (LangGraph, CrewAI, ...) through the oper
 docs/contract.md §2 and reads back what its store holds.  The fuzz engine (``fuzz/``) talks to
 adapters only through the names defined here, the way pytest talks to plugins only through
 ``hookspec.py``.  An adapter imports this module, ``refmodel`` (the contract's vocabulary, which
-this module re-exports) and its framework; never another adapter, never ``fuzz`` internals.
+this module re-exports), the helper modules beside it and its framework; never another adapter,
+never ``fuzz`` internals.  The helpers are not the contract, so they live apart:
+``adapters/files.py`` (``SideTable``, ``atomic_write_text``, ``copy_files``, ``copy_apart``,
+``installed_versions``), ``adapters/calls.py`` (``record_call``, the log a reproduction script
+replays) and ``adapters/storeprotocol.py`` (what a ``--store`` factory receives and returns).
 
 Life cycle, and the process each call runs in::
 
@@ -23,7 +27,8 @@ Life cycle, and the process each call runs in::
 A worker may be replaced between any two operations of a case (a ``sigkill`` crash point kills
 it; the next operation runs in a fresh worker that calls ``open`` again on the same ``workdir``).
 So **everything an adapter must remember across operations lives in ``workdir``**: the store, and
-any mapping from harness thread names to framework ids (``SideTable`` below does that atomically).
+any mapping from harness thread names to framework ids (``adapters.files.SideTable`` does that
+atomically).
 Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
 threads on first use, and a parent with threads cannot fork safely.  With the engine's
 ``Settings(fork_server=True)``, where a variant reuses workers (``Capabilities.reuse_worker``),
@@ -38,12 +43,7 @@ Third-party adapters plug in by dotted path: ``resumefuzz fuzz mypkg.mod:MyAdapt
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -565,11 +565,11 @@ class Adapter:
     def reproduction(self, variant: Variant, workflow: Workflow, evidence: Evidence) -> str | None:
         """A standalone script that reproduces a finding with the framework's public API and the
         standard library alone: the workflow definition, the calls the adapter recorded
-        (``evidence.calls``, see ``record_call``) in order, and a check of the diverging step
-        that exits 1 when the defect shows and 0 when it does not.  Compose it with
-        ``adapters.reproduction.script.Script``.  ``None`` when the trace has an operation the
-        adapter cannot write as a script: the report then says there is no script and gives the
-        replay line, since a script that only printed would read as a reproduction to file."""
+        (``evidence.calls``, see ``adapters.calls.record_call``) in order, and a check of the
+        diverging step that exits 1 when the defect shows and 0 when it does not.  Compose it
+        with ``adapters.reproduction.script.Script``.  ``None`` when the trace has an operation
+        the adapter cannot write as a script: the report then says there is no script and gives
+        the replay line, since a script that only printed would read as a reproduction to file."""
         return None
 
 
@@ -577,10 +577,10 @@ class Adapter:
 class Evidence:
     """What a reproduction script replays and checks (``Adapter.reproduction``).
 
-    ``calls[i]``: what the adapter recorded with ``record_call`` while the engine replayed
-    operation ``i`` and then queried its thread: ``(kind, source)`` pairs, ``kind`` being
-    ``"call"`` (a framework call the operation made) or ``"read"`` (how ``query`` read the
-    state).  ``observed[i]``: what the target showed.  ``allowed``: every observation the
+    ``calls[i]``: what the adapter recorded with ``adapters.calls.record_call`` while the
+    engine replayed operation ``i`` and then queried its thread: ``(kind, source)`` pairs,
+    ``kind`` being ``"call"`` (a framework call the operation made) or ``"read"`` (how ``query``
+    read the state).  ``observed[i]``: what the target showed.  ``allowed``: every observation the
     contract allows at ``step``, the operation that diverged.
     """
 
@@ -592,272 +592,6 @@ class Evidence:
     versions: Mapping[str, str] = field(default_factory=dict)
     category: str = ""
     detail: str = ""
-
-
-CALL_LOG = "calls.jsonl"
-
-
-def record_call(workdir: Path, source: str, kind: str = "call") -> None:
-    """Append one framework call, as the Python source a user would write (concrete ids and
-    values, the framework's own names), to the case's call log in ``workdir``.
-
-    The engine reads the log while it replays a shrunk trace and hands it to
-    ``Adapter.reproduction``: the script repeats what the adapter really did.  One line per
-    call, appended (a worker killed mid-operation keeps the lines it wrote).
-    """
-    with open(Path(workdir) / CALL_LOG, "a") as f:
-        f.write(json.dumps({"kind": kind, "src": source}) + "\n")
-
-
-def read_calls(workdir: Path) -> list:
-    """The call log of ``workdir``: ``(kind, source)`` pairs, oldest first."""
-    try:
-        lines = (Path(workdir) / CALL_LOG).read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    return [(d["kind"], d["src"]) for d in map(json.loads, lines) if d]
-
-
-# =================================================================================================
-# Bring your own store: what a store factory receives and may return (docs/stores.md).
-# =================================================================================================
-
-# What ``StoreHandle.tamper_scope`` may say: ``TAMPER_SCOPES``, the words of
-# ``Capabilities.tamper_scope`` (refmodel's, re-exported above).
-
-
-#: The modules of the store under test in this process: the factory's module and the module of
-#: the store's class (``adapters.storefactory.open_handle`` adds them in the worker that opens a
-#: handle).  An exception raised in them, or passing through them, is the store's answer, an
-#: observation and never a tool error; the engine names the store's method that raised it
-#: (``fuzz/internal/blame.py``), so a store author's report points at their code.
-STORE_MODULES: set = set()
-
-
-class StoreFactoryError(ValueError):
-    """A ``--store`` factory path, or the factory behind it, is unusable (one-line message).
-
-    The command line turns it into a usage error (exit 2) before any case runs."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StoreContext:
-    """What a store factory is called with, in every worker that opens a case.
-
-    ``workdir`` is the case's directory: the same directory means the same data, so a factory
-    called again after a worker was SIGKILLed must re-open what the first call created (a file
-    inside ``workdir``, or an external database named by ``store_id``).  ``store_id`` is a short
-    name made of ``[a-z0-9_]`` only, stable for ``workdir``, fit to name a database, a key prefix
-    or a table; ``case_id`` names the case in logs.  ``framework`` is the target name.
-    """
-
-    workdir: Path
-    store_id: str
-    case_id: str
-    framework: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TamperTarget:
-    """What ``StoreHandle.tamper`` is asked to damage, in the framework's own ids.
-
-    ``thread_id``: the LangGraph thread id, the pydantic-graph run's persistence key, the
-    CrewAI flow id.  ``checkpoint_id``: the stored checkpoint to damage (LangGraph), else None.
-    ``how``: one of the handle's ``tamper_hows`` (``corrupt``: bytes the store cannot decode;
-    ``invalid``: decodes, breaks the state; ``forged``: a well-formed state the run never
-    produced).  ``part``: for ``forged``, the stored part to edit (``Case.tamper``), or None.
-    """
-
-    how: str
-    thread_id: str
-    checkpoint_id: str | None = None
-    part: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StoreHandle:
-    """A store, plus what only the store's author can say about its data.
-
-    A factory returns either the framework's store object alone (then the operations that need
-    more are ``n/a``, with the reason, for that store) or a ``StoreHandle``:
-
-    - ``clone(dest)``: copy the data so that the factory, called with the ``StoreContext``
-      ``dest`` (a new, empty ``workdir`` and its own ``store_id``), opens an identical copy
-      (twin recovery); this case's store stays usable;
-    - ``tamper(target)``: damage the stored data *directly*, not through the framework's API;
-      return one line saying what was done; ``tamper_hows`` lists the kinds it implements and
-      ``tamper_scope`` what one tamper reaches (``Capabilities.tamper_scope``);
-    - ``close()``: release connections (the data stays); ``cleanup()``: delete what the case
-      stored outside ``workdir`` (a database, keys); idempotent, called once the case ended;
-    - ``shared``: False when processes cannot share the data (an in-memory store): no race,
-      no SIGKILL crash, no twin;
-    - ``read()`` (pydantic-graph): the run's stored snapshots as stored, without the
-      framework: a list of snapshot dicts (oldest first, as ``pydantic_graph.persistence``
-      dumps them), or the latest one alone, or None when nothing is stored.  Needed only when
-      the persistence's ``load_all`` raises ``NotImplementedError``; when given, the harness
-      reads the state through it (the content, not what the framework accepts).
-
-    An ``async def`` factory builds an asynchronous store (a LangGraph async saver): it is
-    awaited on the case's event loop, the graph is driven with ``ainvoke``, and ``clone``,
-    ``tamper``, ``close`` and ``cleanup`` may then be coroutine functions too.
-    """
-
-    store: object
-    clone: Callable[[StoreContext], None] | None = None
-    tamper: Callable[[TamperTarget], str] | None = None
-    tamper_hows: frozenset = frozenset({"corrupt"})
-    tamper_scope: str = "thread"
-    close: Callable[[], None] | None = None
-    cleanup: Callable[[], None] | None = None
-    shared: bool = True
-    read: Callable[[], object] | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScriptStore:
-    """How a reproduction script builds a factory's store, in the framework's own terms (an
-    optional part of a store factory: ``factory.store_script = "pkg.module:NAME"``, the dotted
-    path of a ``ScriptStore``, imported only when a report's script is written).
-
-    A finding's script must stand alone: the framework, the store's package and the standard
-    library, none of resumefuzz.  So the store is built there by real code of the store's
-    author, pasted by its source: ``functions`` (module-level functions of one module, whose
-    top-level imports the script takes too, apart from resumefuzz's own) and ``setup``
-    (statements run once at the top of the script, after them: a fresh database, say).
-    ``build`` names the function of ``functions`` that returns a new store object on the same
-    data each time it is called (a child process of the script calls it again for its own
-    connection); its one optional parameter ``cls`` defaults to the store's class, which a
-    forced race subclasses (a first read that waits for the other racers).  The functions may
-    use ``WORKDIR``, the script's own temporary directory.  ``distributions``: what the
-    script's "Needs: pip install" line pins besides the framework.  ``close``: statements that
-    release the store before the script's verdict exits, where an open one would keep the
-    process alive (aiosqlite's worker thread); the framework's own object is in scope there
-    (LangGraph: ``graph.checkpointer``).
-    """
-
-    functions: tuple
-    build: str
-    setup: tuple = ()
-    distributions: tuple = ()
-    close: tuple = ()
-
-    @property
-    def builder(self):
-        """The function of ``functions`` named ``build`` (``storefactory.script_of`` checks it
-        is there)."""
-        return next(f for f in self.functions if f.__name__ == self.build)
-
-
-# =================================================================================================
-# Helpers for adapter authors.
-# =================================================================================================
-
-
-class SideTable:
-    """A small JSON mapping in ``workdir`` (thread name -> framework ids), written atomically,
-    so that it survives a worker killed between two operations."""
-
-    def __init__(self, workdir: Path, name: str = "sidetable.json"):
-        self.path = Path(workdir) / name
-
-    def load(self) -> dict:
-        try:
-            return json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-
-    def get(self, key: str, default=None):
-        return self.load().get(key, default)
-
-    def set(self, key: str, value) -> None:
-        data = self.load()
-        data[key] = value
-        atomic_write_text(self.path, json.dumps(data, sort_keys=True))
-
-
-def installed_versions(distributions) -> dict:
-    """Distribution name -> installed version (``"not installed"`` when absent): what
-    ``Adapter.versions`` usually returns."""
-    from importlib import metadata
-
-    out = {}
-    for dist in distributions:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
-
-
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-# Read once, at import (in the parent, before any worker or thread exists): reading the umask
-# means setting it, which must not race another thread creating a file.
-_UMASK = _read_umask()
-
-
-def copy_apart(files, dest: Path) -> None:
-    """Copy ``files`` byte for byte, in that order, into directory ``dest`` by one ``cp`` in a
-    child process, never in this one.
-
-    Closing any descriptor of a file drops every POSIX advisory lock the closing process holds
-    on it.  A store's SQLite connection open in this process holds its locks on the database
-    and its ``-shm``: a copy made here (``shutil.copyfile`` opens and closes both) would drop
-    them unseen, and the next connection of another process to close takes itself for the
-    last one, checkpoints and deletes the WAL under this one, whose later commits no other
-    process ever sees (a twin recovery's copy, then racers, then a SIGKILL: a checkpoint lost,
-    2026-12-05).  A child's closes drop only its own locks."""
-    if files:  # cp copies its arguments in order: the copies' times keep that order
-        subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
-
-
-def atomic_write_text(path: Path, text: str, *, sync: bool = True) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old or the new file.
-
-    The file gets the mode a plain ``open(path, "w")`` would give it (0644 under the usual
-    umask), not mkstemp's private 0600: corpus entries, reports and evidence are shared.
-    ``sync=False`` leaves out the ``fsync``: the rename alone is atomic against a process that
-    dies (the page cache outlives it), which is all a crash point does; the ``fsync`` is what
-    makes the new file survive the machine's crash, and costs a journal commit per write."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def copy_files(src: Path, dest: Path) -> None:
-    """Copy the directory tree ``src`` into ``dest`` as a user's backup or restore would
-    (``cp -r`` without ``-p``): the bytes only, in directory order, each file with fresh
-    metadata (mtimes of the copy, not of the original).  For ``Case.clone_store``: a store
-    that orders checkpoints by file time must be judged on what a restored copy has, so two
-    copies may disagree as two restores would."""
-    src, dest = Path(src), Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    files: list = []  # copied together, in the order read
-    for entry in os.scandir(src):  # directory order, as cp -r reads it
-        if entry.is_dir(follow_symlinks=False):
-            copy_apart(files, dest)
-            files = []
-            copy_files(Path(entry.path), dest / entry.name)
-        elif entry.is_file(follow_symlinks=False):
-            files.append(entry.path)
-    copy_apart(files, dest)
 
 
 __all__ = [
@@ -883,28 +617,16 @@ __all__ = [
     "Recover",
     "Refused",
     "Resume",
-    "SideTable",
-    "ScriptStore",
     "StaleResume",
     "Start",
-    "StoreContext",
-    "StoreFactoryError",
-    "StoreHandle",
     "FORGE_PART_KINDS",
     "TAMPER_SCOPES",
-    "TamperTarget",
     "StateView",
     "Tamper",
     "TwinRecover",
     "Unreadable",
     "Variant",
     "Workflow",
-    "atomic_write_text",
-    "copy_apart",
-    "copy_files",
     "forge",
     "forge_parts",
-    "installed_versions",
-    "read_calls",
-    "record_call",
 ]

@@ -3,7 +3,7 @@ open it in a worker.  Shared by every adapter with a persistence extension point
 ``BaseCheckpointSaver``, pydantic-graph ``BaseStatePersistence``, CrewAI ``FlowPersistence``).
 
 The factory protocol (``StoreContext`` in, the store or a ``StoreHandle`` out) is defined in
-``adapters/protocol.py`` and documented in ``docs/stores.md``.  Life cycle:
+``adapters/storeprotocol.py`` and documented in ``docs/stores.md``.  Life cycle:
 
 - parent: ``load(path)`` imports the factory's module (the path comes from the command line
   only) and reads its name and distribution; ``probe`` calls the factory once in a forked
@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .protocol import (
+from .protocol import TAMPER_HOWS, TAMPER_SCOPES
+from .storeprotocol import (
     STORE_MODULES,
-    TAMPER_HOWS,
-    TAMPER_SCOPES,
     StoreContext,
     StoreFactoryError,
     StoreHandle,
@@ -142,7 +141,7 @@ def script_of(factory: StoreFactory):
     declares none.  A declared one that does not load is the factory's error, in one line."""
     if factory.script is None:
         return None
-    from .protocol import ScriptStore
+    from .storeprotocol import ScriptStore
 
     module_name, _, attr = factory.script.partition(":")
     try:

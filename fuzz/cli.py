@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.protocol import OPERATIONS, StoreFactoryError
+from adapters.protocol import OPERATIONS
+from adapters.storeprotocol import StoreFactoryError
 
 from .errors import Interrupted, ResumefuzzError, UsageError
 from .targets import FRAMEWORKS as FRAMEWORK_NAMES
@@ -1106,7 +1107,7 @@ def _nightly(args) -> int:
 
 
 def _matrix(args) -> int:
-    from adapters.protocol import atomic_write_text
+    from adapters.files import atomic_write_text
 
     from .corpus import read_entries
     from .matrix import build, relative_links, render
@@ -1133,7 +1134,7 @@ def _matrix(args) -> int:
 
 
 def _defects(args) -> int:
-    from adapters.protocol import atomic_write_text
+    from adapters.files import atomic_write_text
 
     from .corpus import read_entries
     from .defects import build, render_json, render_md

@@ -18,7 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.protocol import OPERATIONS, atomic_write_text
+from adapters.protocol import OPERATIONS
+from adapters.files import atomic_write_text
 
 from .corpus import slug, tool_versions
 from .errors import UsageError

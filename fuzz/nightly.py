@@ -97,7 +97,7 @@ def run_nightly(options: NightlyOptions, log=print) -> NightlySummary:
     rows = matrix.build(None, options.results_dir, options.corpus_dir, options.reports_dir)
     base = Path(options.matrix_base)
     base.parent.mkdir(parents=True, exist_ok=True)
-    from adapters.protocol import atomic_write_text
+    from adapters.files import atomic_write_text
 
     rows = matrix.relative_links(rows, base.parent)  # both pages sit in one directory
     for fmt in ("md", "html"):

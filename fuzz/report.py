@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.protocol import atomic_write_text
+from adapters.files import atomic_write_text
 from refmodel import CATEGORY_INFO
 
 from .corpus import slug

@@ -3,7 +3,7 @@
 ``reproduce(adapter, variant, trace, runs=3)`` replays the shrunk trace on the target once more
 (again, up to ``RECORD_ATTEMPTS`` times, until the finding's step diverges as recorded: a
 timing-dependent trace may run another way), collecting the framework calls the adapter records
-(``adapters.protocol.record_call``) per operation, asks the adapter for its script
+(``adapters.calls.record_call``) per operation, asks the adapter for its script
 (``Adapter.reproduction``), then runs the script
 ``runs`` times in a fresh interpreter (this one's ``sys.executable``, without our ``PYTHONPATH``,
 so an import of resumefuzz would fail) and counts how often it exits 1: the defect showed.  The
@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from adapters.protocol import Evidence, read_calls
+from adapters.protocol import Evidence
+from adapters.calls import read_calls
 from refmodel import InvalidOperation, Race, World
 
 from . import report

@@ -108,7 +108,7 @@ def use_store(adapter, path: str | None) -> None:
     target has no store extension point or the factory cannot be imported."""
     if path is None:
         return
-    from adapters.protocol import StoreFactoryError
+    from adapters.storeprotocol import StoreFactoryError
 
     try:
         adapter.use_store(path)
@@ -118,7 +118,7 @@ def use_store(adapter, path: str | None) -> None:
 
 def prepare_store(adapter):
     """``prepare(adapter)``, with a broken store factory (found by its probe) a usage error."""
-    from adapters.protocol import StoreFactoryError
+    from adapters.storeprotocol import StoreFactoryError
 
     try:
         return prepare(adapter)

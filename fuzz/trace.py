@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from adapters.protocol import atomic_write_text
+from adapters.files import atomic_write_text
 from refmodel import (
     InvalidOperation,
     InvalidWorkflow,

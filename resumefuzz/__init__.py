@@ -7,9 +7,9 @@
 
 The store-factory protocol (``StoreContext`` in, the store or a ``StoreHandle`` out; an optional
 ``ScriptStore`` for reproduction scripts) is
-re-exported here from ``adapters.protocol``; see docs/stores.md.
+re-exported here from ``adapters.storeprotocol``; see docs/stores.md.
 """
 
-from adapters.protocol import ScriptStore, StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import ScriptStore, StoreContext, StoreHandle, TamperTarget
 
 __all__ = ["ScriptStore", "StoreContext", "StoreHandle", "TamperTarget"]

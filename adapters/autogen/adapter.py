@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.protocol import Adapter, Variant, Workflow, installed_versions
+from adapters.protocol import Adapter, Variant, Workflow
+from adapters.files import installed_versions
 
 from . import variants as _variants
 from .promises import PROMISES

@@ -23,15 +23,15 @@ from adapters.protocol import (
     Recover,
     Refused,
     Resume,
-    SideTable,
     StaleResume,
     Start,
     StateView,
     Unreadable,
     Workflow,
     forge,
-    record_call,
 )
+from adapters.calls import record_call
+from adapters.files import SideTable
 from adapters.reproduction.script import thread_label
 from refmodel.workflow import sorted_pairs
 

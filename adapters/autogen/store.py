@@ -24,7 +24,7 @@ from pathlib import Path
 
 def copy_files(src, dest) -> None:
     """A restore of the store directory (flat): the bytes, fresh metadata, directory order.
-    (``adapters.protocol.copy_files``, which this standalone module may not import.)"""
+    (``adapters.files.copy_files``, which this standalone module may not import.)"""
     os.makedirs(dest, exist_ok=True)
     files = [e.path for e in os.scandir(src) if e.is_file(follow_symlinks=False)]
     if files:  # by cp, in a child: closing a file here would drop this process's SQLite locks

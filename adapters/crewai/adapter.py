@@ -24,9 +24,8 @@ from adapters.protocol import (
     Deviation,
     Variant,
     Workflow,
-    atomic_write_text,
-    installed_versions,
 )
+from adapters.files import atomic_write_text, installed_versions
 
 from . import sandbox, store, variants
 from .workflow import flow_source
@@ -53,7 +52,7 @@ class CrewAIAdapter(Adapter):
         ``FlowPersistence`` (``custom.py``).  A plain ``def`` factory only: CrewAI calls a
         ``FlowPersistence`` synchronously."""
         from adapters import storefactory
-        from adapters.protocol import StoreFactoryError
+        from adapters.storeprotocol import StoreFactoryError
 
         factory = storefactory.load(factory_path)
         if factory.asynchronous:

@@ -31,13 +31,13 @@ from adapters.protocol import (
     Op,
     Recover,
     Resume,
-    SideTable,
     StaleResume,
     Start,
     StateView,
     Workflow,
-    record_call,
 )
+from adapters.calls import record_call
+from adapters.files import SideTable
 from adapters.reproduction.script import thread_label
 
 from . import store

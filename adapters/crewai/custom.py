@@ -25,10 +25,10 @@ from adapters.protocol import (
     Capabilities,
     HarnessError,
     StateView,
-    TamperTarget,
     Unreadable,
     Variant,
 )
+from adapters.storeprotocol import TamperTarget
 
 
 def custom_variants(factory) -> tuple[Variant, ...]:

@@ -23,7 +23,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from adapters.protocol import Durable, StateView, Unreadable, Workflow, copy_files, forge
+from adapters.protocol import Durable, StateView, Unreadable, Workflow, forge
+from adapters.files import copy_files
 
 from .workflow import gate_of_method
 

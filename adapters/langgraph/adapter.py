@@ -15,8 +15,8 @@ from adapters.protocol import (
     Deviation,
     Variant,
     Workflow,
-    installed_versions,
 )
+from adapters.files import installed_versions
 
 from .variants import BY_NAME, VARIANTS
 from .promises import PROMISES

@@ -19,7 +19,6 @@ from adapters.protocol import (
     Refused,
     Recover,
     Resume,
-    SideTable,
     StaleResume,
     Start,
     StateView,
@@ -27,8 +26,9 @@ from adapters.protocol import (
     Variant,
     Workflow,
     forge,
-    record_call,
 )
+from adapters.calls import record_call
+from adapters.files import SideTable
 
 from adapters.reproduction.script import thread_label
 

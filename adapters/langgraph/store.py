@@ -249,7 +249,7 @@ class SqliteStore(Store):
         """Byte-for-byte copy of the database file and its -wal/-shm (no checkpointing first:
         the copy is exactly what a crashed process would have left)."""
         # By cp, in a child: closing the files here would drop this process's SQLite locks and
-        # let another process's connection delete the WAL under ours (adapters.protocol
+        # let another process's connection delete the WAL under ours (adapters.files
         # .copy_apart; this standalone module may not import it).
         files = [str(path) for path in self.files()]
         if files:
@@ -488,7 +488,7 @@ class CustomStore(Store):
         self._call(self.handle.clone, storefactory.context(Path(dest), "langgraph"))
 
     def tamper(self, thread_id: str, checkpoint_id: str, how: str, part=None) -> str:
-        TamperTarget = _resumefuzz("adapters.protocol").TamperTarget
+        TamperTarget = _resumefuzz("adapters.storeprotocol").TamperTarget
 
         if self.handle.tamper is None or how not in self.handle.tamper_hows:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no "

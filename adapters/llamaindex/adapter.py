@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from adapters.protocol import Adapter, Variant, Workflow, installed_versions
+from adapters.protocol import Adapter, Op, Variant, Workflow
+from adapters.files import installed_versions
 
 from . import variants
 from .promises import PROMISES

@@ -12,7 +12,7 @@ example.  When the caller snapshots is the variant's ``snapshot`` option:
   crash recovery from the core.
 
 Every framework call and every save or load of the caller's store is recorded
-(``adapters.protocol.record_call``) as the line a user would write, for the reproduction script
+(``adapters.calls.record_call``) as the line a user would write, for the reproduction script
 (``repro.py``); a racer records under its own kind, ``racer <pid>``.
 
 No snapshot is written after a failure: what the store holds after an exception is what it would
@@ -37,8 +37,8 @@ from adapters.protocol import (
     StateView,
     Unreadable,
     Workflow,
-    record_call,
 )
+from adapters.calls import record_call
 from adapters.reproduction.script import thread_label
 
 from . import tamper

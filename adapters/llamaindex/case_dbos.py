@@ -33,8 +33,8 @@ from adapters.protocol import (
     StateView,
     Unreadable,
     Workflow,
-    record_call,
 )
+from adapters.calls import record_call
 from adapters.reproduction.script import thread_label
 
 from . import tamper

@@ -22,7 +22,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from adapters.protocol import HarnessError, copy_apart
+from adapters.protocol import HarnessError
+from adapters.files import copy_apart
 
 FILE = "snapshots.sqlite"
 

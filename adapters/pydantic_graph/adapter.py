@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.protocol import Adapter, Variant, Workflow, installed_versions
+from adapters.protocol import Adapter, Variant, Workflow
+from adapters.files import installed_versions
 
 from . import variants as _variants
 from .version import check_version, installed_version
@@ -31,7 +32,7 @@ class PydanticGraphAdapter(Adapter):
         the adapter drives each operation in its own ``asyncio.run``, so a persistence built on
         an event loop of the factory's own would outlive it."""
         from adapters import storefactory
-        from adapters.protocol import StoreFactoryError
+        from adapters.storeprotocol import StoreFactoryError
 
         factory = storefactory.load(factory_path)
         if factory.asynchronous:

@@ -43,15 +43,15 @@ from adapters.protocol import (
     HarnessError,
     Recover,
     Resume,
-    SideTable,
     StaleResume,
     Start,
     StateView,
     Variant,
     Workflow,
     forge,
-    record_call,
 )
+from adapters.calls import record_call
+from adapters.files import SideTable
 from adapters.reproduction.script import thread_label
 
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of

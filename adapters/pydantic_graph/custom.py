@@ -32,13 +32,12 @@ from adapters.protocol import (
     OPERATIONS,
     Capabilities,
     HarnessError,
-    SideTable,
     StateView,
-    StoreFactoryError,
-    TamperTarget,
     Unreadable,
     Variant,
 )
+from adapters.files import SideTable
+from adapters.storeprotocol import StoreFactoryError, TamperTarget
 
 from .store import view_of
 from .variants import NO_IDENTITY

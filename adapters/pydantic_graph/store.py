@@ -22,7 +22,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from adapters.protocol import Durable, HarnessError, SideTable, StateView, Unreadable, Workflow
+from adapters.protocol import Durable, HarnessError, StateView, Unreadable, Workflow
+from adapters.files import SideTable
 
 from .workflow import Built, WfState, node_json, task_of_json
 

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from adapters import protocol
-from adapters.protocol import Durable, StateView, Unreadable, Workflow, atomic_write_text
+from adapters.protocol import Durable, StateView, Unreadable, Workflow
+from adapters.files import atomic_write_text
 
 
 def write_file(path: Path, text: str) -> None:

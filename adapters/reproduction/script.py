@@ -19,7 +19,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from adapters.protocol import installed_versions
+from adapters.files import installed_versions
 
 from . import runtime, runtime_local
 

@@ -7,9 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
+from adapters.files import atomic_write_text
 from adapters.protocol import (
     Adapter, Capabilities, Case, Fork, Recover, Refused, Resume, Start, StateView, Variant,
-    atomic_write_text, forge, Durable,
+    forge, Durable,
 )
 
 

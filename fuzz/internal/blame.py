@@ -12,7 +12,7 @@ The rule (documented for adapter authors in ``adapters/protocol.py`` and ``docs/
    the framework (or another installed package it calls).  Anything else is the harness.
 
 An exception raised in the store under test, or passing through it (``--store``: its factory's
-module and its class's module, ``adapters.protocol.STORE_MODULES``), is the store's answer, an
+module and its class's module, ``adapters.storeprotocol.STORE_MODULES``), is the store's answer, an
 observation like a framework's refusal, and its error names the store's method (``[in
 MySaver.get_tuple]``): a saver that raises is a finding about the saver, never a tool error.
 
@@ -33,7 +33,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 
-from adapters.protocol import STORE_MODULES, CrashInjected, HarnessError, Refused
+from adapters.protocol import CrashInjected, HarnessError, Refused
+from adapters.storeprotocol import STORE_MODULES
 
 OURS = ("adapters", "fuzz", "refmodel")
 GENERATED_PREFIX = "resumefuzz_"  # modules an adapter writes and imports (CrewAI's flows)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 PG_ENV, PG_DEFAULT = "RESUMEFUZZ_CREWAI_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 MYSQL_ENV, MYSQL_DEFAULT = "RESUMEFUZZ_CREWAI_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 from ._common import copy_tree
 

@@ -9,7 +9,7 @@ sharing the LangGraph thread sees the damage (``tamper_scope="lineage"``).
 
 from __future__ import annotations
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 from ._common import GARBAGE, copy_tree
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 from ._common import GARBAGE
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 from ._common import GARBAGE, copy_tree
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 from ._common import copy_tree
 

@@ -21,7 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
-from adapters.protocol import StoreContext, StoreHandle, TamperTarget
+from adapters.storeprotocol import StoreContext, StoreHandle, TamperTarget
 
 FILE = "latest.json"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.protocol import atomic_write_text
+from adapters.files import atomic_write_text
 from adapters.reference import ReferenceAdapter
 from fuzz import campaign, corpus
 from fuzz.campaign import CampaignOptions, example_shares, run_campaign
@@ -200,7 +200,7 @@ def test_a_store_copy_keeps_this_processs_sqlite_locks(tmp_path):
     2026-12-05).  ``copy_apart`` copies in a child, whose closes drop only its own locks."""
     import shutil
 
-    from adapters.protocol import copy_apart
+    from adapters.files import copy_apart
 
     def in_process(files, dest):
         for src in files:

@@ -10,7 +10,8 @@ import types
 import pytest
 
 from adapters import storefactory
-from adapters.protocol import Adapter, Capabilities, StoreContext, StoreHandle, Variant
+from adapters.protocol import Adapter, Capabilities, Variant
+from adapters.storeprotocol import StoreContext, StoreHandle
 from fuzz.cli import main
 
 
@@ -184,7 +185,7 @@ import json
 import os
 import sqlite3
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

@@ -10,7 +10,7 @@ import os
 from crewai_persistence_sql import SQLFlowPersistence
 from sqlalchemy import MetaData, Table, create_engine  # MetaData, Table: for SETUP
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 from resumefuzz.stores.crewai_sql import MYSQL_DEFAULT, PG_DEFAULT
 

@@ -5,7 +5,7 @@ import os
 
 from crewai.flow.persistence import SQLiteFlowPersistence
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

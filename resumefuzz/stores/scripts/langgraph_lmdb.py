@@ -6,7 +6,7 @@ import os
 import lmdb
 from langgraph_checkpoint_lmdb import LMDBSaver
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

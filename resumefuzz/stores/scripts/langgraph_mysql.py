@@ -7,7 +7,7 @@ import uuid
 import pymysql
 from langgraph.checkpoint.mysql.pymysql import PyMySQLSaver
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 
 
 def fresh_database():

@@ -9,7 +9,7 @@ import redis
 import redis.asyncio
 from langgraph_checkpoint_plainredis import AsyncRedisSaver, RedisSaver
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

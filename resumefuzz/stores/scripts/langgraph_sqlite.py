@@ -8,7 +8,7 @@ import aiosqlite
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

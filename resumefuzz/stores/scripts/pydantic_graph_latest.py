@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic_graph_persistence import LatestStatePersistence
 
-from adapters.protocol import ScriptStore
+from adapters.storeprotocol import ScriptStore
 from adapters.reproduction.runtime import WORKDIR
 
 

@@ -13,7 +13,6 @@ import threading
 import pytest
 
 from adapters.protocol import (
-    CALL_LOG,
     CrashAt,
     Durable,
     Fork,
@@ -26,6 +25,7 @@ from adapters.protocol import (
     forge,
     forge_parts,
 )
+from adapters.calls import CALL_LOG
 from refmodel.workflow import sorted_pairs
 
 ALL = [

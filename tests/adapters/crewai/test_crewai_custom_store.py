@@ -27,7 +27,8 @@ import pytest
 from crewai_test_support import Harness
 from store_testkit import ROOT, bounded_campaign, tamper_shows
 
-from adapters.protocol import Start, StateView, StoreFactoryError, Workflow
+from adapters.protocol import Start, StateView, Workflow
+from adapters.storeprotocol import StoreFactoryError
 from fuzz.testing import check_standalone
 
 DEFAULT = "resumefuzz.stores.crewai_sqlite:sqlite_persistence"

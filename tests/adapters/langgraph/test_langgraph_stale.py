@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.protocol import HarnessError, Resume, StaleResume, Start, read_calls
+from adapters.protocol import HarnessError, Resume, StaleResume, Start
+from adapters.calls import read_calls
 from fuzz.testing import InProcessCase
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from store_testkit import bounded_campaign, tamper_shows
 
-from adapters.protocol import Resume, Start, StateView, StoreFactoryError, Workflow
+from adapters.protocol import Resume, Start, StateView, Workflow
+from adapters.storeprotocol import StoreFactoryError
 
 DEFAULT = ["resumefuzz.stores.pydantic_graph_file:file_persistence"]
 if importlib.util.find_spec("pydantic_graph_persistence") is not None:
@@ -283,7 +284,7 @@ if LATEST in STORES:
 
         pytest.importorskip("pydantic_graph_persistence", reason="tox -e adapter-store-latest")
         from adapters import storefactory
-        from adapters.protocol import TamperTarget
+        from adapters.storeprotocol import TamperTarget
         from resumefuzz.stores.scripts import pydantic_graph_latest as recipe
 
         factory = storefactory.load(LATEST)
