@@ -18,7 +18,7 @@ Life cycle, and the process each call runs in::
     adapter.environment()   -> os.environ       (telemetry off *before* the framework imports)
     adapter.prepare()       imports framework
     adapter.variants(), .capabilities(v),
-    .deviations(v), .versions()
+    .tuning(v), .deviations(v), .versions()
                                                case = adapter.open(variant, workflow, workdir)
                                                case.run(op, hooks) / case.query(thread) /
                                                case.tamper(thread, how[, part]) / case.clone_store(dst)
@@ -31,7 +31,7 @@ any mapping from harness thread names to framework ids (``adapters.files.SideTab
 atomically).
 Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
 threads on first use, and a parent with threads cannot fork safely.  With the engine's
-``Settings(fork_server=True)``, where a variant reuses workers (``Capabilities.reuse_worker``),
+``Settings(fork_server=True)``, where a variant reuses workers (``Tuning.reuse_worker``),
 they are forked from a fork server of the session's
 (``fuzz.internal.forkserver``), itself a copy of the parent made when the session's first worker
 is needed: every worker gets the adapter object as it was then, and nothing the parent changes
@@ -106,7 +106,8 @@ class Capabilities:
     """Which operations and crash points a variant can express.
 
     Everything not declared is reported ``n/a`` with the reason from ``not_expressible``
-    (operation name -> why), never generated and never counted as passed.
+    (operation name -> why), never generated and never counted as passed.  How the engine runs
+    what a variant expresses (how often, how long, in which workers) is its ``Tuning``.
 
     ``intents`` declares the fork/retry discriminator (property FI): for each of ``"resume"``
     and ``"fork"``, the intent the spelling carries, ``"RETRY"`` / ``"FORK"``, or
@@ -147,6 +148,24 @@ class Capabilities:
     intents: Mapping[str, str] = field(
         default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
     )
+    stale_handle: str = ""
+
+    def expresses(self, op: str) -> bool:
+        """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""
+        return op in self.operations and (op != "stale_resume" or bool(self.stale_handle))
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """How the engine runs a variant's cases (``Adapter.tuning``): what it draws more often, how
+    long an operation may take, whether a worker serves several cases, whether a case needs the
+    adapter's ``cleanup``.
+
+    Kept apart from ``Capabilities`` because none of it changes what a variant can express or
+    what the contract allows: tuning changes cost and emphasis only, so two runs that differ in
+    it judge the same operations the same way.  The defaults are the safe ones.
+    """
+
     # Generator weighting, so that what a variant's properties need is drawn often: relative
     # weights (default 1) of crash kinds and phases, keyed ``"kind:<kind>"`` / ``"phase:<phase>"``
     # (e.g. ``{"kind:sigkill": 3, "phase:after_commit": 3}`` where a durability mode only loses
@@ -158,7 +177,6 @@ class Capabilities:
     # engine's ``--op-timeout``).  For operations that legitimately wait on a framework's own
     # timer (a server's grace period), never to make a hung framework look alive.
     op_timeout: float | None = None
-    stale_handle: str = ""
     # May one worker process serve this variant's cases one after another (each opened, closed
     # and cleaned up in turn), rather than a fresh fork of the prepared parent for each case?
     # True only where nothing of a case outlives its ``Case.close`` and ``Adapter.cleanup`` in
@@ -177,10 +195,6 @@ class Capabilities:
     # whose worker was killed (about one case in two in a campaign with crash points).  The
     # default, True, is the safe one: an adapter that overrides ``cleanup`` gets it called.
     needs_cleanup: bool = True
-
-    def expresses(self, op: str) -> bool:
-        """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""
-        return op in self.operations and (op != "stale_resume" or bool(self.stale_handle))
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,6 +522,11 @@ class Adapter:
     def capabilities(self, variant: Variant) -> Capabilities:
         return Capabilities()
 
+    def tuning(self, variant: Variant) -> Tuning:
+        """How the engine runs ``variant``'s cases: generator weights, a longer operation time
+        limit, worker reuse, whether ``cleanup`` is needed (``Tuning``)."""
+        return Tuning()
+
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
         return ()
 
@@ -531,7 +550,7 @@ class Adapter:
         Called by the engine in a worker after the case ends: the case's own worker, after
         ``Case.close``, when it closes normally; a short-lived one otherwise (the case's worker
         was killed and never reached ``Case.close``, or did not close).  Must be idempotent.
-        Never called for a variant whose ``Capabilities.needs_cleanup`` is False."""
+        Never called for a variant whose ``Tuning.needs_cleanup`` is False."""
 
     def use_store(self, factory_path: str) -> None:
         """Bring your own store: run every case on the store ``factory_path``
@@ -623,6 +642,7 @@ __all__ = [
     "TAMPER_SCOPES",
     "StateView",
     "Tamper",
+    "Tuning",
     "TwinRecover",
     "Unreadable",
     "Variant",

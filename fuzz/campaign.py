@@ -137,7 +137,7 @@ class CampaignOptions:
     # ``time.monotonic()`` by which everything this campaign does must be done (``--max-time``):
     # generation, shrinking, timing replays.  run_campaign sets it from max_time when unset.
     deadline: float | None = None
-    # ``--weight``: generator weights over the variants' ``Capabilities.weights`` (what is drawn).
+    # ``--weight``: generator weights over the variants' ``Tuning.weights`` (what is drawn).
     weights: dict = field(default_factory=dict)
     # Under ``--store``: replay each finding on the framework's own store to tell whose it is
     # (``fuzz/baseline.py``).  False only for tests of the machinery.

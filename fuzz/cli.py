@@ -330,7 +330,7 @@ WEIGHT_AXES = {"op": ("stale_resume",), "kind": ("exception", "sigkill"),
 
 
 def _weights(items) -> dict:
-    """``--weight KEY=N`` items as ``Capabilities.weights`` (one-line ``UsageError`` if bad)."""
+    """``--weight KEY=N`` items as ``Tuning.weights`` (one-line ``UsageError`` if bad)."""
     out = {}
     for item in items:
         key, _, number = item.partition("=")

@@ -15,6 +15,7 @@ so a shrunk trace is always one the reference gives a meaning to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hypothesis import reject
@@ -47,16 +48,16 @@ VALUES = ("a", "b", "c")
 MAX_THREADS = 4
 
 
-def _weighted(caps: Capabilities, axis: str, options) -> st.SearchStrategy:
-    """``sampled_from(options)``, each repeated by its ``caps.weights["<axis>:<option>"]``
-    (default 1): the order is kept, so shrinking still moves toward the first option."""
+def _weighted(weights: Mapping[str, float], axis: str, options) -> st.SearchStrategy:
+    """``sampled_from(options)``, each repeated by its ``weights["<axis>:<option>"]`` (default
+    1): the order is kept, so shrinking still moves toward the first option."""
     return st.sampled_from([o for o in sorted(options)
-                            for _ in range(max(1, round(caps.weights.get(f"{axis}:{o}", 1))))])
+                            for _ in range(max(1, round(weights.get(f"{axis}:{o}", 1))))])
 
 
-def _op_weight(caps: Capabilities, op: str) -> int:
-    """How many rules draw ``op``: its ``caps.weights["op:<op>"]`` (default 1)."""
-    return max(1, round(caps.weights.get(f"op:{op}", 1)))
+def _op_weight(weights: Mapping[str, float], op: str) -> int:
+    """How many rules draw ``op``: its ``weights["op:<op>"]`` (default 1)."""
+    return max(1, round(weights.get(f"op:{op}", 1)))
 
 
 def _rule_copy(body, name: str, ready):
@@ -82,12 +83,11 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
     categories already found: an example with a ✗ of one of them is discarded (``reject``), and a
     D of one of them is not recorded, so that a campaign goes on to find the others instead of
     re-finding the first (one frequent category masks the rest).  ``weights`` (``--weight``)
-    override the variant's ``Capabilities.weights`` for this campaign: what is drawn, never
-    what is allowed.
+    override the variant's ``Tuning.weights`` for this campaign: what is drawn, never what is
+    allowed.
     """
     caps: Capabilities = session.adapter.capabilities(session.variant)
-    if weights:
-        caps = replace(caps, weights={**caps.weights, **weights})
+    weights = {**session.adapter.tuning(session.variant).weights, **(weights or {})}
     if session.settings.mode == "inprocess":  # no worker to kill, no processes to race
         caps = replace(caps, crash_kinds=caps.crash_kinds - {"sigkill"},
                        operations=caps.operations - {"race"})
@@ -136,8 +136,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             crash = st.builds(
                 CrashAt,
                 st.integers(1, n),
-                _weighted(caps, "phase", caps.crash_phases),
-                _weighted(caps, "kind", caps.crash_kinds),
+                _weighted(weights, "phase", caps.crash_phases),
+                _weighted(weights, "kind", caps.crash_kinds),
             )
             options = st.none() | crash if caps.crash_kinds and caps.crash_phases else st.none()
             point = data.draw(options, label="crash")
@@ -240,7 +240,7 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             self._check(StaleResume(name, gate=gate, value=value))
 
         # ``op:stale_resume`` weight k: k rules of distinct names (see ``_rule_copy``).
-        for _k in range(_op_weight(caps, "stale_resume")):
+        for _k in range(_op_weight(weights, "stale_resume")):
             locals()["stale_resume" + (f"_{_k}" if _k else "")] = _rule_copy(
                 _draw_stale_resume, "stale_resume" + (f"_{_k}" if _k else ""),
                 lambda self: can("stale_resume") and bool(self._stale_handles()))

@@ -5,7 +5,7 @@
 parent (``multiprocess``, fork context; with ``Settings.fork_server``, where the variant reuses
 workers, from the session's fork server instead: ``fuzz.internal.forkserver``), kept across
 operations until a crash point kills it.
-Where the variant allows it (``Capabilities.reuse_worker``), a worker that closed its case
+Where the variant allows it (``Tuning.reuse_worker``), a worker that closed its case
 normally stays, as the spare, for the next case (at most ``CASES_PER_WORKER`` cases): a fork, the
 copy-on-write faults that follow it, and an exit less per case.  A worker that finds a thread or
 an open file of its case still alive after closing it exits instead (``worker.Residue``,
@@ -95,7 +95,7 @@ class Settings:
     # capped by the time left; an operation cut short by it raises ``OutOfTime``.
     deadline: float | None = None
     # Let a worker that closed its case normally serve the next one, where the variant allows it
-    # (``Capabilities.reuse_worker``; ``fork`` mode only).  False: a fresh fork for every case,
+    # (``Tuning.reuse_worker``; ``fork`` mode only).  False: a fresh fork for every case,
     # as for a variant that does not allow it (benchmarks compare the two).
     reuse: bool = True
     # Where workers are reused, a spare runs a throwaway case of the session's last workflow
@@ -168,7 +168,7 @@ class Session:
         """Seconds the next wait may take: the op time limit, capped by the time left.
 
         A variant whose ops wait on a framework timer (a server's grace period) declares a
-        longer limit (``Capabilities.op_timeout``); never a shorter one."""
+        longer limit (``Tuning.op_timeout``); never a shorter one."""
         limit = self.op_limit()
         if self.settings.deadline is None:
             return limit
@@ -183,29 +183,34 @@ class Session:
         return self.adapter.capabilities(self.variant)
 
     @functools.cached_property
+    def tuning(self):
+        """The variant's ``Tuning``, asked of the adapter once."""
+        return self.adapter.tuning(self.variant)
+
+    @functools.cached_property
     def reuse(self) -> bool:
         """Does a worker that closed its case normally stay for the next case?"""
-        allowed = getattr(self.capabilities, "reuse_worker", False)
+        allowed = getattr(self.tuning, "reuse_worker", False)
         return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
 
     @functools.cached_property
     def serves_forks(self) -> bool:
         """Are this session's workers forked from a fork server (``Settings.fork_server``)?
-        Only where the variant reuses workers (``Capabilities.reuse_worker``): there it was
+        Only where the variant reuses workers (``Tuning.reuse_worker``): there it was
         measured (the reference target, LangGraph, AutoGen); 30-second CrewAI campaigns, whose
         every case forks a worker, overran their time box by up to 25 s with it (up to 7 s
         without), not yet explained (benchmarks/history/round-24.md)."""
         return self.settings.mode == "fork" and self.settings.fork_server \
-            and bool(getattr(self.capabilities, "reuse_worker", False))
+            and bool(getattr(self.tuning, "reuse_worker", False))
 
     @functools.cached_property
     def cleans_up(self) -> bool:
         """Does a case of this variant need the adapter's ``cleanup`` after it?  Not when the
         adapter keeps the protocol's (which does nothing), nor when the variant says its
-        workdir holds everything (``Capabilities.needs_cleanup``): then no worker runs it, and
+        workdir holds everything (``Tuning.needs_cleanup``): then no worker runs it, and
         none is forked to run it after a killed worker."""
         return type(self.adapter).cleanup is not Adapter.cleanup \
-            and getattr(self.capabilities, "needs_cleanup", True)
+            and getattr(self.tuning, "needs_cleanup", True)
 
     @functools.cached_property
     def warm(self) -> bool:
@@ -215,7 +220,7 @@ class Session:
         return self.reuse and self.settings.warm_spares
 
     def op_limit(self) -> float:
-        own = getattr(self.capabilities, "op_timeout", None)
+        own = getattr(self.tuning, "op_timeout", None)
         return max(self.settings.op_timeout, own or 0.0)
 
     def out_of_time(self) -> bool:

@@ -4,7 +4,7 @@
 with the engine's own hooks and ledger and returns ``(outcome, effect rows, exception)``, the
 outcome named as the engine names it.  Exception-kind crash points only: SIGKILL, races and twins
 need worker processes (``fuzz.runner.Session``).  ``run_cases(session, workflow, ops, n)`` runs
-the same operations as ``n`` cases of a ``Session`` in turn, to check ``reuse_worker``.
+the same operations as ``n`` cases of a ``Session`` in turn, to check ``Tuning.reuse_worker``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class InProcessCase:
 def run_cases(session, workflow, ops, n: int) -> tuple[list, list]:
     """Apply ``ops`` as ``n`` cases of ``session`` (a ``fuzz.runner.Session``), one after the
     other: each case's worker pid and its observations.  A variant that declares
-    ``Capabilities.reuse_worker`` should show one pid, ``session.left_behind == 0`` (no case
+    ``Tuning.reuse_worker`` should show one pid, ``session.left_behind == 0`` (no case
     left a thread or a file behind) and the observations of ``Settings(reuse=False)``."""
     pids, seen = [], []
     for _ in range(n):

@@ -45,6 +45,9 @@ class AutoGenAdapter(Adapter):
     def capabilities(self, variant: Variant):
         return _variants.capabilities(variant)
 
+    def tuning(self, variant: Variant):
+        return _variants.tuning(variant)
+
     def deviations(self, variant: Variant):
         return _variants.deviations(variant)
 

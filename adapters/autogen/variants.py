@@ -12,7 +12,7 @@ Four axes, each a choice AutoGen leaves to its user (docs/frameworks/autogen.md 
 
 from __future__ import annotations
 
-from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Tuning, Variant
 
 SHAPES = (("graphflow", "loop"), ("graphflow", "loopany"), ("graphflow", "split"), ("swarm", "handoff"))
 SAVES = ("hitl", "step")
@@ -172,12 +172,15 @@ def capabilities(variant: Variant) -> Capabilities:
         # The caller's store: one JSON file, or rows, per thread; a fork saves a copy of the
         # source's text under its own thread, so a tamper reaches that thread alone.
         tamper_scope="thread",
-        # Each operation is one asyncio.run with a team built for it, and the store is the
-        # case's files or SQLite rows in workdir: nothing of a case outlives it in the process.
-        # The corpus replayed in one reused worker per variant observed what fresh workers
-        # did, leaving no thread or file (benchmarks/history/round-21.md).
-        reuse_worker=True,
     )
+
+
+def tuning(variant: Variant) -> Tuning:
+    # Each operation is one asyncio.run with a team built for it, and the store is the case's
+    # files or SQLite rows in workdir: nothing of a case outlives it in the process.  The
+    # corpus replayed in one reused worker per variant observed what fresh workers did,
+    # leaving no thread or file (benchmarks/history/round-21.md).
+    return Tuning(reuse_worker=True)
 
 
 def deviations(variant: Variant) -> list[Deviation]:

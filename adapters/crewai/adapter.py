@@ -22,6 +22,7 @@ from adapters.protocol import (
     Capabilities,
     Case,
     Deviation,
+    Tuning,
     Variant,
     Workflow,
 )
@@ -139,6 +140,11 @@ class CrewAIAdapter(Adapter):
 
             return capabilities(self._store, self.store_probe())
         return variants.capabilities(variant)
+
+    def tuning(self, variant: Variant) -> Tuning:
+        if variant.options["backend"] == "custom":
+            return super().tuning(variant)
+        return variants.tuning(variant)
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:
         return variants.deviations(variant)

@@ -20,7 +20,7 @@ Axes (``Variant.options``):
 
 from __future__ import annotations
 
-from adapters.protocol import Capabilities, Deviation, Variant
+from adapters.protocol import Capabilities, Deviation, Tuning, Variant
 
 VERSION = "1.15.30"
 RUNTIME = "crewai/flow/runtime/__init__.py"  # at crewai==1.15.30
@@ -72,11 +72,16 @@ def capabilities(variant: Variant) -> Capabilities:
     # ("history" reach, docs/semantics.md).
     scope = "history" if variant.options.get("backend") == "persist" else "thread"
     handle = STALE_HANDLES[variant.options["backend"] == "persist"]
-    # The built-in stores, the sandbox and CrewAI's data dirs all live in workdir: nothing
-    # for Adapter.cleanup to release (a custom store's variants keep the default).
     return Capabilities(forced_race=True, max_racers=3, tamper_scope=scope,
                         operations=Capabilities().operations | {"stale_resume"},
-                        stale_handle=handle, needs_cleanup=False)
+                        stale_handle=handle)
+
+
+def tuning(variant: Variant) -> Tuning:
+    # The built-in stores, the sandbox and CrewAI's data dirs all live in workdir: nothing for
+    # Adapter.cleanup to release (a custom store's variants keep the defaults).  No worker
+    # reuse: CrewAI's event bus keeps threads and an event loop running across flows.
+    return Tuning(needs_cleanup=False)
 
 
 # What a caller keeps from a pause and answers through later (a second tab, a retried webhook).

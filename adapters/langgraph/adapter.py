@@ -1,4 +1,4 @@
-"""``LangGraphAdapter``: the declarations (variants, capabilities, deviations, versions) and
+"""``LangGraphAdapter``: the declarations (variants, capabilities, tuning, deviations, versions) and
 ``open``.  The framework is imported in ``prepare`` and in workers, never at import time."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from adapters.protocol import (
     Adapter,
     Capabilities,
     Deviation,
+    Tuning,
     Variant,
     Workflow,
 )
@@ -303,6 +304,19 @@ class LangGraphAdapter(Adapter):
             max_racers=3,
             not_expressible=not_expressible,
             intents=intents,
+            # Truncating the SQLite file damages every thread stored in it.  Otherwise a fork's
+            # branch lives in its source's LangGraph thread: on PostgreSQL and in memory it shares
+            # its channel blobs, so a tamper of one branch reaches the others' data ("lineage");
+            # SqliteSaver keeps each checkpoint whole in a row of its own, which another branch
+            # meets only in a listing of the thread (a fork's lookup, ``list()``), where a row
+            # that does not decode fails loudly ("listing").  A custom store says its own reach
+            # (its factory's StoreHandle).
+            tamper_scope=tamper_scope or _tamper_scope(o),
+        )
+
+    def tuning(self, variant: Variant) -> Tuning:
+        o = variant.options
+        return Tuning(
             # A case is its graph, its saver and its connection, made by open() and closed by
             # Case.close; the adapter keeps nothing per case on itself or in a module.  The
             # worker checks that no thread or file outlives a case (worker.Residue); the whole
@@ -314,15 +328,9 @@ class LangGraphAdapter(Adapter):
             # A PostgreSQL case's database, and whatever a third-party store keeps, outlive the
             # case's directory; the memory and SQLite savers keep nothing outside it.
             needs_cleanup=o["saver"] in ("postgres", "custom"),
-            # Truncating the SQLite file damages every thread stored in it.  Otherwise a fork's
-            # branch lives in its source's LangGraph thread: on PostgreSQL and in memory it shares
-            # its channel blobs, so a tamper of one branch reaches the others' data ("lineage");
-            # SqliteSaver keeps each checkpoint whole in a row of its own, which another branch
-            # meets only in a listing of the thread (a fork's lookup, ``list()``), where a row
-            # that does not decode fails loudly ("listing").  A custom store says its own reach
-            # (its factory's StoreHandle).
-            tamper_scope=tamper_scope or _tamper_scope(o),
-            weights=_weights(o, crash_kinds),
+            # Where a durability mode loses work to a SIGKILL after a commit, draw that often
+            # (only where the variant draws SIGKILLs at all).
+            weights=_weights(o, self.capabilities(variant).crash_kinds),
         )
 
     def deviations(self, variant: Variant) -> Sequence[Deviation]:

@@ -71,6 +71,9 @@ class LlamaIndexAdapter(Adapter):
     def capabilities(self, variant: Variant):
         return variants.capabilities(variant)
 
+    def tuning(self, variant: Variant):
+        return variants.tuning(variant)
+
     def deviations(self, variant: Variant):
         return variants.deviations(variant)
 

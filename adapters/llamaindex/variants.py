@@ -6,7 +6,7 @@ the pinned versions (``constraints/llamaindex.txt``), site-packages-relative.
 
 from __future__ import annotations
 
-from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Tuning, Variant
 
 PINS = {
     "llama-index-workflows": "2.26.1",
@@ -135,8 +135,13 @@ def capabilities(variant: Variant) -> Capabilities:
         # One database for every handler, but a tamper edits the rows of one run id (its newest
         # tick, its workflow_state row), and nothing is forked: it reaches that thread alone.
         tamper_scope="thread",
-        op_timeout=SERVER_OP_TIMEOUT if variant.options.get("api") == "http" else None,
     )
+
+
+def tuning(variant: Variant) -> Tuning:
+    # The HTTP variants wait on the server's own timers (its grace period) within one
+    # operation: a longer limit, so that waiting is not taken for stuck.
+    return Tuning(op_timeout=SERVER_OP_TIMEOUT if variant.options.get("api") == "http" else None)
 
 
 # Why corrupt bytes are n/a on core: they never reach LlamaIndex.  Until this was declared, every

@@ -109,6 +109,13 @@ class PydanticGraphAdapter(Adapter):
             return capabilities(self._store, self.store_probe())
         return _variants.capabilities(variant)
 
+    def tuning(self, variant: Variant):
+        if variant.options["backend"] == "custom":
+            # A third-party store's package may keep state we cannot vouch for, and what it
+            # keeps outside workdir is its factory's cleanup's to release.
+            return super().tuning(variant)
+        return _variants.tuning(variant)
+
     def deviations(self, variant: Variant):
         return _variants.deviations(variant)
 

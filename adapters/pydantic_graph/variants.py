@@ -20,7 +20,7 @@ Axes (each a visible option, never a hidden choice):
 
 from __future__ import annotations
 
-from adapters.protocol import OPERATIONS, Capabilities, Deviation, Variant
+from adapters.protocol import OPERATIONS, Capabilities, Deviation, Tuning, Variant
 
 MEMORY_REASON = (
     "the {cls} store is a Python object in the worker process: it dies with a SIGKILLed worker "
@@ -110,8 +110,7 @@ def capabilities(variant: Variant) -> Capabilities:
                             not_expressible={"interrupt_identity": NO_IDENTITY,
                                              "tamper:forged": NO_INTEGRITY},
                             tamper_hows=frozenset({"corrupt", "invalid"}),
-                            tamper_scope="history", reuse_worker=True,
-                            needs_cleanup=False)  # the files are in workdir
+                            tamper_scope="history")
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
     not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY,
@@ -136,12 +135,16 @@ def capabilities(variant: Variant) -> Capabilities:
         not_expressible=not_expressible,
         intents=intents,
         tamper_scope="thread",  # one persistence object per thread, in this worker
-        # The persistence objects are the case's, gone with it; each operation is its own
-        # asyncio.run.  The corpus replayed in one reused worker per variant observed what
-        # fresh workers did, leaving no thread or file (benchmarks/history/round-21.md).
-        reuse_worker=True,
-        needs_cleanup=False,  # objects of the case's worker: nothing outside workdir
     )
+
+
+def tuning(variant: Variant) -> Tuning:
+    """The built-in backends' (a custom store keeps the defaults)."""
+    # The file backend's files are in workdir; the in-memory backends' persistence objects are
+    # the case's, gone with it.  Each operation is its own asyncio.run.  The corpus replayed in
+    # one reused worker per variant observed what fresh workers did, leaving no thread or file
+    # (benchmarks/history/round-21.md).  Nothing outside workdir: no cleanup.
+    return Tuning(reuse_worker=True, needs_cleanup=False)
 
 
 DOCS_IDIOM = (

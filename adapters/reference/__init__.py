@@ -25,6 +25,7 @@ from adapters.protocol import (
     StaleResume,
     Start,
     StateView,
+    Tuning,
     Variant,
     Workflow,
     forge,
@@ -56,9 +57,12 @@ class ReferenceAdapter(Adapter):
     def capabilities(self, variant):
         return Capabilities(
             forced_race=True, operations=Capabilities().operations | {"stale_resume"},
-            reuse_worker=True,  # a case is its JSON files in workdir, nothing in the process
             stale_handle="the checkpoint file <thread>.cp<gate>.json read while the gate was "
                          "pending (its write number names the interrupt)")
+
+    def tuning(self, variant):
+        # A case is its JSON files in workdir, nothing in the process.
+        return Tuning(reuse_worker=True)
 
     def open(self, variant, workflow, workdir):
         return ReferenceCase(workflow, Path(workdir), self.mutant)

@@ -46,7 +46,7 @@ STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's Python stack into the work
 
 def serve(conn, adapter, variant, fresh=False):
     """The worker's loop: wait for its case (``Open``), then serve commands until ``Close``;
-    a ``Close`` that says ``stay`` (``Capabilities.reuse_worker``) starts the loop again.
+    a ``Close`` that says ``stay`` (``Tuning.reuse_worker``) starts the loop again.
 
     A worker may be forked ahead of its case (a spare, ``Session.fork_spare``): it waits for
     ``Open`` with nothing of any case set up.  It opens the case on the first command after
@@ -80,7 +80,7 @@ class Residue:
     """The threads and file descriptors alive in this process: compared before the first case
     and after each, so that a reused worker never hands a case's leftovers to the next.
 
-    ``Capabilities.reuse_worker`` is the adapter's word that nothing of a case outlives
+    ``Tuning.reuse_worker`` is the adapter's word that nothing of a case outlives
     ``Case.close``; this is the part of that word a process can check for itself.  A thread
     still running (a framework's background writer, an executor not shut down) could write
     into the next case's store or ledger; an open file or socket could hold a lock the next

@@ -129,10 +129,10 @@ def test_the_servers_socket_and_pipes_are_not_left_open(tmp_path):
 
 
 class _NoReuse(ReferenceAdapter):
-    def capabilities(self, variant):
+    def tuning(self, variant):
         from dataclasses import replace
 
-        return replace(super().capabilities(variant), reuse_worker=False)
+        return replace(super().tuning(variant), reuse_worker=False)
 
 
 def test_a_variant_that_does_not_reuse_workers_forks_them_from_the_parent(tmp_path):

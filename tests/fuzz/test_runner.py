@@ -356,12 +356,12 @@ def test_a_sigkill_crash_point_kills_the_worker_itself_once_the_parent_is_told()
 
 
 class _NoReuse(ReferenceAdapter):
-    """The reference target with ``Capabilities.reuse_worker`` left at its default (False)."""
+    """The reference target with ``Tuning.reuse_worker`` left at its default (False)."""
 
-    def capabilities(self, variant):
+    def tuning(self, variant):
         from dataclasses import replace
 
-        return replace(super().capabilities(variant), reuse_worker=False)
+        return replace(super().tuning(variant), reuse_worker=False)
 
 
 _OPS = (Start("t0"), Resume("t0", value="a"), Fork("t0", gate=2, value="b", new_thread="t1"))
@@ -374,7 +374,7 @@ def _cases(session, n: int, ops=_OPS):
 
 def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path):
     reference = ReferenceAdapter()
-    assert reference.capabilities(reference.variants()[0]).reuse_worker
+    assert reference.tuning(reference.variants()[0]).reuse_worker
     with Session(reference, reference.variants()[0], tmp_path / "reused") as session:
         reused, seen = _cases(session, 3)
     assert len(set(reused)) == 1  # one worker served all three
@@ -591,17 +591,17 @@ def test_a_throwaway_case_that_never_ends_costs_its_spare_and_is_cleaned_up(tmp_
 
 
 class _Cleans(_Opened):
-    """``_Opened``, whose capabilities say whether its cases need ``cleanup``
-    (``Capabilities.needs_cleanup``)."""
+    """``_Opened``, whose tuning says whether its cases need ``cleanup``
+    (``Tuning.needs_cleanup``)."""
 
     def __init__(self, log: Path, needs: bool):
         super().__init__(log)
         self.needs = needs
 
-    def capabilities(self, variant):
+    def tuning(self, variant):
         from dataclasses import replace
 
-        return replace(super().capabilities(variant), needs_cleanup=self.needs)
+        return replace(super().tuning(variant), needs_cleanup=self.needs)
 
 
 @pytest.mark.parametrize("needs", [True, False])

@@ -1,5 +1,5 @@
-"""``Capabilities.weights`` and ``Capabilities.op_timeout``: what the generator draws and how long
-an operation may take, per variant."""
+"""``Tuning.weights`` and ``Tuning.op_timeout``: what the generator draws and how long an
+operation may take, per variant."""
 
 from __future__ import annotations
 
@@ -8,26 +8,26 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.protocol import Capabilities
+from adapters.protocol import Tuning
 from fuzz.machine import _weighted
 
 
 def test_weights_repeat_options_in_order():
-    caps = Capabilities(weights={"kind:sigkill": 3})
-    strategy = _weighted(caps, "kind", {"exception", "sigkill"})
+    strategy = _weighted(Tuning(weights={"kind:sigkill": 3}).weights, "kind",
+                         {"exception", "sigkill"})
     assert list(strategy.elements) == ["exception", "sigkill", "sigkill", "sigkill"]
-    assert list(_weighted(Capabilities(), "kind", {"sigkill", "exception"}).elements) == [
+    assert list(_weighted(Tuning().weights, "kind", {"sigkill", "exception"}).elements) == [
         "exception", "sigkill"]
 
 
 def test_weighted_draws_are_common():
     seen: Counter = Counter()
-    caps = Capabilities(weights={"phase:after_commit": 4})
+    weights = Tuning(weights={"phase:after_commit": 4}).weights
 
     @settings(max_examples=300, database=None)
     @given(st.data())
     def draw(data):
-        seen[data.draw(_weighted(caps, "phase", {"before_effect", "in_flight", "after_commit"}))] += 1
+        seen[data.draw(_weighted(weights, "phase", {"before_effect", "in_flight", "after_commit"}))] += 1
 
     draw()
     assert seen["after_commit"] > seen["before_effect"] and seen["after_commit"] > seen["in_flight"]
@@ -39,8 +39,8 @@ def test_a_variant_op_timeout_extends_but_never_shortens(tmp_path):
     from refmodel import Workflow
 
     class Slow(ReferenceAdapter):
-        def capabilities(self, variant):
-            return Capabilities(op_timeout=90.0)
+        def tuning(self, variant):
+            return Tuning(op_timeout=90.0)
 
     adapter = Slow()
     variant = adapter.variants()[0]

@@ -91,8 +91,8 @@ from fuzz.targets import prepare, resolve
 from fuzz.testing import run_cases
 from refmodel import Start, Workflow
 adapter = prepare(resolve("crewai"))
-declared = type(adapter).capabilities
-type(adapter).capabilities = lambda self, v: replace(declared(self, v), reuse_worker=True)
+declared = type(adapter).tuning
+type(adapter).tuning = lambda self, v: replace(declared(self, v), reuse_worker=True)
 variant = next(v for v in adapter.variants() if v.name == sys.argv[1])
 # Spares cold: a warmed one's throwaway case leaves the same behind, and would be counted too.
 with Session(adapter, variant, Path(tempfile.mkdtemp()), Settings(warm_spares=False)) as session:

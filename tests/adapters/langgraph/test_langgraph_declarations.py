@@ -149,7 +149,7 @@ def test_a_corrupt_branch_reaches_its_run_only_through_a_listing_on_sqlite():
 
 def test_lossy_durability_draws_sigkill_after_commit_often(adapter):
     for v in VARIANTS:
-        weights = adapter.capabilities(v).weights
+        weights = adapter.tuning(v).weights
         lossy = v.options["durability"] in ("async", "exit") and v.options["saver"] != "memory"
         assert bool(weights) == lossy, v.name
         if lossy:

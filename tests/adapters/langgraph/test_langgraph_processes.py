@@ -99,7 +99,7 @@ def test_a_reused_worker_leaves_nothing_of_a_case_and_observes_what_a_fresh_one_
     from fuzz.testing import run_cases
 
     v = variant(name)
-    assert adapter.capabilities(v).reuse_worker
+    assert adapter.tuning(v).reuse_worker
     ops = [Start("t0"), Resume("t0", value="a", crash=CrashAt(2, "in_flight", "exception")),
            Recover("t0"), Resume("t0", value="a"), Fork("t0", gate=2, value="b", new_thread="t1")]
     if "tamper" in adapter.capabilities(v).operations:
@@ -120,7 +120,7 @@ def test_a_reused_worker_leaves_nothing_of_a_case_and_observes_what_a_fresh_one_
                                   "sqlite-graph-sync-head-update"])
 def test_a_case_whose_worker_was_killed_is_cleaned_up_where_its_store_outlives_its_directory(
         name, adapter, variant, workflow, tmp_path):
-    """``Capabilities.needs_cleanup``: a PostgreSQL case's database outlives its directory, so
+    """``Tuning.needs_cleanup``: a PostgreSQL case's database outlives its directory, so
     after a case whose last worker was killed (it never reached ``Case.close``, which drops the
     database it created) the engine runs the adapter's cleanup in a worker of its own, and no
     database is left.  A SQLite case's store is in its directory: no cleanup is declared, none
@@ -131,7 +131,7 @@ def test_a_case_whose_worker_was_killed_is_cleaned_up_where_its_store_outlives_i
     from fuzz.runner import Session, Settings
 
     v = variant(name)
-    assert adapter.capabilities(v).needs_cleanup == (name.startswith("postgres"))
+    assert adapter.tuning(v).needs_cleanup == (name.startswith("postgres"))
     with Session(adapter, v, tmp_path / "cases", Settings(keep_cases=True)) as session:
         runner = session.case(workflow)
         try:

@@ -58,7 +58,7 @@ def routes(case) -> None:
 def recover_after_sigkill(case) -> None:
     """Recover restarts the server in a fresh worker once the handler is older than the stock
     30 s grace (the variant declares a 120 s op limit), and the run goes on."""
-    assert case.session.adapter.capabilities(case.session.variant).op_timeout >= 60
+    assert case.session.adapter.tuning(case.session.variant).op_timeout >= 60
     assert case.apply(Start("t0")).outcome == "interrupted"
     killed = case.worker.process.pid  # the server process the crash point kills
     obs = _resume(case, Resume("t0", value="b", crash=CrashAt(2, "in_flight", "sigkill")))

@@ -104,8 +104,7 @@ def test_private_server_variants_say_so(adapter):
         private = v.options["api"] == "private"
         assert private == v.name.endswith("-private")
         assert ("PRIVATE" in v.description) == private
-        caps = adapter.capabilities(v)
-        assert (caps.op_timeout is not None) == (not private)
+        assert (adapter.tuning(v).op_timeout is not None) == (not private)
 
 
 def test_versions_report_the_pins(adapter):
