@@ -38,7 +38,9 @@ is needed: every worker gets the adapter object as it was then, and nothing the 
 in it later.
 
 Third-party adapters plug in by dotted path: ``resumefuzz fuzz mypkg.mod:MyAdapter``.
-``docs/adapters.md`` has a complete minimal example.
+``docs/adapters.md`` has a complete minimal example.  Every adapter is checked against the
+methods below when it is loaded (``fuzz/adaptercheck.py``): one that cannot take the calls they
+allow is a one-line error before any case runs.
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 from adapters.protocol import Adapter, Variant
 from refmodel import MUTANTS, SWITCHES
 
+from . import adaptercheck
 from .errors import TargetUnavailable, UsageError
 from .internal import netguard
 
@@ -42,17 +44,18 @@ def resolve_registered(name: str) -> Adapter:
 
 
 def resolve(name: str) -> Adapter:
-    """The adapter for ``name``, not yet prepared; ``UsageError`` for an unknown name."""
+    """The adapter for ``name``, not yet prepared, checked against the protocol
+    (``adaptercheck``); ``UsageError`` for an unknown name or an adapter that does not fit."""
     from adapters.reference import ReferenceAdapter
 
     if name == "reference":
-        return ReferenceAdapter()
+        return _checked(ReferenceAdapter(), name)
     if name.startswith("mutant:"):
         mutant = name.partition(":")[2]
         if mutant not in MUTANTS and mutant not in SWITCHES:
             raise UsageError(f"unknown mutant {mutant!r}; expected one of: "
                              f"{', '.join((*MUTANTS, *SWITCHES))}")
-        return ReferenceAdapter(mutant)
+        return _checked(ReferenceAdapter(mutant), name)
     path = FRAMEWORKS.get(name, name)
     if ":" not in path:
         raise UsageError(
@@ -72,6 +75,13 @@ def resolve(name: str) -> Adapter:
     adapter = factory()
     if not adapter.name:
         adapter.name = name
+    # A built-in framework adapter is a package of its own, whose files have one shape.
+    folder = Path(module.__file__).parent if name in FRAMEWORKS else None
+    return _checked(adapter, name, folder)
+
+
+def _checked(adapter: Adapter, name: str, folder: Path | None = None) -> Adapter:
+    adaptercheck.check(adapter, name, folder)
     return adapter
 
 
