@@ -1,5 +1,5 @@
 """A session's fork server: the one process its workers are forked from (opt-in,
-``Settings(fork_server=True)``, where the variant reuses workers: ``Session.serves_forks``).
+``Settings(fork_server=True)``, where the variant reuses workers: ``Policy.serves_forks``).
 
 Why: a fork marks every writable page of the forking process copy-on-write, and the forking
 process then pays a page fault and a page copy for each of them it writes afterwards.  The
@@ -58,7 +58,7 @@ class ForkServer:
     def __init__(self, targets: dict, child):
         """``targets``: kind -> ``(function, objects)``: a child of kind ``kind`` runs
         ``child(server_pid, lifeline_read, call)``, where ``call()`` is ``function(*fds as
-        connections, *objects, *args)`` (``child``: the runner's ``_child``, which makes it
+        connections, *objects, *args)`` (``child``: ``fuzz.transport.child_main``, which makes it
         die with its parent and the fuzzer).  Forks the server now."""
         self._done: list[int] = []  # children released (``Forked.close``), not reaped yet
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

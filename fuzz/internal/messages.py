@@ -101,14 +101,14 @@ class Closed:
 
 @dataclass(frozen=True, kw_only=True)
 class WarmUp:
-    """A spare's throwaway case, run while it waits for its real one (``Session.fork_spare``,
+    """A spare's throwaway case, run while it waits for its real one (``WorkerPool.fork_spare``,
     where workers are reused): open a case on ``workdir`` (a directory of the session's own,
     never a case's store), run ``ops`` (JSON documents) reading each one's thread after it,
     close and clean the case up, remove ``remove``, answer ``Warmed``.  What a process pays on
     its first case (a framework's lazy imports and first-use caches, the first connection) is
     then paid while the spare waits, not after a SIGKILL on the recovery's way.  ``cleanup``:
     run the adapter's cleanup after the close, as a real case's worker would
-    (``Session.cleans_up``)."""
+    (``Policy.cleans_up``)."""
 
     workflow: object
     workdir: str

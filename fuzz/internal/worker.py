@@ -48,7 +48,7 @@ def serve(conn, adapter, variant, fresh=False):
     """The worker's loop: wait for its case (``Open``), then serve commands until ``Close``;
     a ``Close`` that says ``stay`` (``Tuning.reuse_worker``) starts the loop again.
 
-    A worker may be forked ahead of its case (a spare, ``Session.fork_spare``): it waits for
+    A worker may be forked ahead of its case (a spare, ``WorkerPool.fork_spare``): it waits for
     ``Open`` with nothing of any case set up.  It opens the case on the first command after
     ``Open``, never before: a spare taken after another worker of the same store was killed at
     a sigkill crash point gets its first command only once that worker is dead, and must not
@@ -185,7 +185,7 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool,
     output = Output(output_path(ledger_path, os.getpid()))
     if output.file is not None:
         # An op that passes its time limit is killed as ``stuck``; first the runner asks for
-        # every thread's stack with this signal (``_Worker.dump_stack``), so that the verdict
+        # every thread's stack with this signal (``ProcessWorker.dump_stack``), so that the verdict
         # says where the worker waited: in the framework, or in the harness, which a reader
         # must then not take for the framework's hang.  faulthandler writes from its own
         # signal handler, whatever the Python code is doing.
@@ -222,7 +222,7 @@ def _serve_case(conn, adapter, variant, given: m.Open, fresh: bool,
                                    racer=message.racer)
                 conn.send(output.around(lambda: _run_op(
                     case, run, ledger, barrier, roots, ready if message.forced else None)))
-                continue  # the runner's ``Close`` comes next (``Session.end_race``)
+                continue  # the runner's ``Close`` comes next (``WorkerPool.end_race``)
             reply = output.around(lambda: handle(case, ledger, message, barrier, roots))
             conn.send(reply)
             if m.follows(message, reply):  # the query the runner would send next

@@ -9,8 +9,9 @@ import pytest
 
 from adapters.reference import ReferenceAdapter
 from fuzz.internal.forkserver import ForkServer
-from fuzz.runner import Session, Settings, _child
+from fuzz.runner import Session, Settings
 from fuzz.testing import run_cases
+from fuzz.transport import child_main
 from refmodel import CrashAt, Race, Recover, Resume, Start, TwinRecover, Workflow
 
 WF = Workflow(3, {2}, ("a", "b"))
@@ -74,7 +75,7 @@ def _sleep():
 
 
 def test_a_child_of_the_server_reports_its_exit_status_and_is_reaped_once_released(tmp_path):
-    server = ForkServer({"exit": (_exit_with, ()), "sleep": (_sleep, ())}, _child)
+    server = ForkServer({"exit": (_exit_with, ()), "sleep": (_sleep, ())}, child_main)
     try:
         exited = server.start("exit", (), (3,))
         exited.join(30)
@@ -103,13 +104,13 @@ def test_a_dead_fork_server_is_replaced(tmp_path):
     with Session(adapter, adapter.variants()[0], tmp_path / "cases",
                  Settings(fork_server=True)) as session:
         _, before = run_cases(session, WF, OPS, 1)
-        old = session._server[0]
+        old = session.transport.servers[0]
         os.kill(old.pid, signal.SIGKILL)
         old.process.join(30)
-        for worker in list(session._spare):  # its children died with it
+        for worker in list(session.pool.spares):  # its children died with it
             worker.process.join(30)
         _, after = run_cases(session, WF, OPS, 1)
-        assert session._server[0] is not old and session._server[0].alive()
+        assert session.transport.servers[0] is not old and session.transport.servers[0].alive()
     assert _settled(before) == _settled(after)
 
 
@@ -120,7 +121,7 @@ def test_the_servers_socket_and_pipes_are_not_left_open(tmp_path):
     with Session(adapter, adapter.variants()[0], tmp_path / "cases",
                  Settings(fork_server=True)) as session:
         run_cases(session, WF, OPS, 2)
-        server = session._server[0]
+        server = session.transport.servers[0]
     assert not server.alive() and not Path(f"/proc/{server.pid}").exists()
     assert server.sock.fileno() == -1
     left = set(os.listdir("/proc/self/fd")) - before
@@ -136,7 +137,7 @@ class _NoReuse(ReferenceAdapter):
 
 
 def test_a_variant_that_does_not_reuse_workers_forks_them_from_the_parent(tmp_path):
-    """``Session.serves_forks``: the fork server only where workers are reused (where it was
+    """``Policy.serves_forks``: the fork server only where workers are reused (where it was
     measured); elsewhere each worker is the parent's own child, as before it."""
     adapter = _NoReuse()
     with Session(adapter, adapter.variants()[0], tmp_path / "cases",
@@ -145,5 +146,5 @@ def test_a_variant_that_does_not_reuse_workers_forks_them_from_the_parent(tmp_pa
         runner.apply(Start("t0"))
         parent = _ppid(runner.worker.pid)
         runner.close()
-        assert not session.serves_forks and session._server == []
+        assert not session.policy.serves_forks and session.transport.servers == []
     assert parent == os.getpid()

@@ -202,7 +202,7 @@ def test_collect_garbage_runs_a_full_collection_before_each_operation(tmp_path, 
 def test_waiting_in_names_the_wait_and_the_code_that_called_into_it():
     import sysconfig
 
-    from fuzz.runner import waiting_in
+    from fuzz.transport import waiting_in
 
     lib = sysconfig.get_paths()["stdlib"]
     dump = (
@@ -393,14 +393,14 @@ def test_a_worker_serves_the_next_case_only_where_the_variant_allows_it(tmp_path
 def _races(session, cases: int):
     """``cases`` cases that each race three racers: the pid of every racer, in order, and the
     outcomes."""
-    pids, outcomes, real = [], [], session.racer
+    pids, outcomes, real = [], [], session.pool.racer
 
     def racer(*args):
         worker = real(*args)
         pids.append(worker.pid)
         return worker
 
-    session.racer = racer
+    session.pool.racer = racer
     for _ in range(cases):
         runner = session.case(WF)
         outcomes.append([runner.apply(op).outcome for op in (
@@ -517,7 +517,7 @@ def test_a_spare_warms_up_on_a_throwaway_case_of_its_own_before_it_recovers(tmp_
         pids, warm = _cases(session, 1, KILLED_THEN_RECOVERED)
         # Once a kill has run, a warm spare is kept ready beside the reused worker, forked
         # before the next kill op begins: two idle workers between cases.
-        assert session.killing and len(session._idle()) == 2
+        assert session.pool.killing and len(session.pool.idle()) == 2
         more, seen = _cases(session, 1, KILLED_THEN_RECOVERED)
         pids, warm = pids + more, warm + seen
         left = session.left_behind
@@ -550,9 +550,9 @@ def test_a_spare_whose_throwaway_case_leaves_something_behind_is_not_used(tmp_pa
 
 
 def test_a_killed_worker_is_replaced_and_a_reused_one_retires(tmp_path, monkeypatch):
-    import fuzz.runner
+    import fuzz.pools
 
-    monkeypatch.setattr(fuzz.runner, "CASES_PER_WORKER", 2)
+    monkeypatch.setattr(fuzz.pools, "CASES_PER_WORKER", 2)
     adapter = ReferenceAdapter()
     with Session(adapter, adapter.variants()[0], tmp_path) as session:
         pids, _ = _cases(session, 3, ops=(Start("t0"),))
@@ -658,7 +658,7 @@ def test_a_cleanup_is_not_cut_short_by_the_deadline(tmp_path):
         runner.apply(Start("t0"))
         runner.worker.kill()  # as a deadline or a crash point leaves it
         session.settings = replace(session.settings, deadline=time.monotonic() - 1)
-        assert session.grace() == 1.0
+        assert session.policy.grace() == 1.0
         runner.close()
     assert str(runner.workdir) in (tmp_path / "cleaned").read_text().splitlines()
 
