@@ -47,6 +47,7 @@ from .internal import lifetime
 from .internal.flaky import Best, kept_failure, watched
 from .machine import machine_for
 from .profiles import database_key, profile_settings
+from .rate import TRIALS, Rate
 from .runner import Session, Settings
 from .trace import UNMEASURED
 
@@ -75,7 +76,7 @@ class Found:
     verdict: str
     corpus: str  # "" when the failure never came back on replay (not kept)
     report: str
-    reproduced: dict | None = None  # {"k", "n"}: came back in k of n replays; None: every time
+    reproduced: Rate | None = None  # came back in k of n replays; None: every time
     note: str = ""  # e.g. "shrink cut short (time limit): the best trace so far"
     # Whose defect (docs/semantics.md, "Whose defect"): "framework", "caller" for a D on state
     # the framework leaves to the caller, or "store" for a finding on a store under test
@@ -87,7 +88,10 @@ class Found:
     why_owner: str = ""  # how the owner was decided (the built-in comparison), for the summary
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        doc = dict(self.__dict__)
+        if self.reproduced is not None:
+            doc["reproduced"] = self.reproduced.to_json()
+        return doc
 
 
 @dataclass
@@ -325,7 +329,6 @@ def _too_many(result) -> str:
             f"than {HARNESS_SHARE:.0%}); first: {result.harness_messages[0]}")
 
 
-TRIALS = 5  # replays that measure how often a failure Hypothesis could not reproduce comes back
 
 
 def discard_example() -> None:
@@ -407,8 +410,7 @@ def _keep(adapter, variant, failure, options, result, notify, minimizer=None):
                 trace, rate = _witness(trace, rate, shorter,
                                        _rate(adapter, shorter, options) if timing else None)
         if timing:  # the rate is measured once per trace, never twice for the same one
-            trace = trace.with_(finding=replace(trace.finding,
-                                                reproduced={"k": rate.k, "n": rate.n}))
+            trace = trace.with_(finding=replace(trace.finding, reproduced=rate))
     except CampaignStopped as exc:  # write the finding first, then stop
         stop = exc
         if timing and trace.finding.reproduced is None:
@@ -512,8 +514,7 @@ def without_cut_short(trace):
 
 
 def _rate(adapter, trace, options):
-    """How often ``trace`` reproduces over ``TRIALS`` replays (``fuzz.minimize.Rate``)."""
-    from .minimize import Rate
+    """How often ``trace`` reproduces over ``TRIALS`` replays."""
     from .replay import Replayer
 
     # ``store``: the factory this campaign runs on (the adapter has it already).  Without it the

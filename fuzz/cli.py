@@ -513,8 +513,8 @@ def _summary(target, results, seconds, unreached=(), store=False, counted=0) -> 
             print(f"  [{r.variant}] nothing found ({r.examples} examples, {r.operations} ops)")
         for f in r.findings:
             mark = "D" if f.verdict == "D" else "✗"
-            if f.reproduced and f.reproduced["k"] < f.reproduced["n"]:
-                mark += f" ({f.reproduced['k']}/{f.reproduced['n']})"  # came back k of n times
+            if f.reproduced and not f.reproduced.always:
+                mark += f" ({f.reproduced})"  # came back k of n times
             note = f" [{f.note}]" if f.note else ""
             known = f", known {f.category}-{f.known} (nothing written)" if f.known else ""
             # Under --store every finding says whose it is: the store author acts on theirs.
@@ -692,9 +692,10 @@ def _record_status(path, trials) -> None:
 
 def _mark_timing(path, statuses) -> None:
     """Record, in the entry's finding, the rate at which its finding came back
-    (``reproduced: {"k", "n"}``), pooled with the rate it already has: the regression test then
+    (``reproduced``), pooled with the rate it already has: the regression test then
     replays it in trials.  An entry without a rate that came back every time, or never, is left
     as it is (``--update`` records the latter)."""
+    from .rate import Rate
     from .trace import dump_trace, load_trace
 
     trace = load_trace(path)
@@ -710,9 +711,9 @@ def _mark_timing(path, statuses) -> None:
         # Pooled with what was measured before: a rate from a few replays on a loaded machine
         # (5 of 6, say) is no better an estimate than this one, and the regression test sizes
         # its trials by the rate; 0 of N now still counts (the entry stays as timing-dependent).
-        rate = {"k": before["k"] + again, "n": before["n"] + len(statuses)}
+        rate = before.pooled(Rate(again, len(statuses)))
     elif 0 < again < len(statuses):
-        rate = {"k": again, "n": len(statuses)}
+        rate = Rate(again, len(statuses))
     else:
         return
     finding = dataclasses.replace(trace.finding, reproduced=rate)
@@ -727,7 +728,8 @@ def _minimize(args) -> int:
 
     from . import corpus, report, reprocheck
     from .campaign import without_cut_short
-    from .minimize import TRIALS, measure, minimize, session_judge, timing_dependent
+    from .minimize import measure, minimize, session_judge, timing_dependent
+    from .rate import TRIALS
     from .runner import Session, Settings
     from .targets import prepare_store, resolve_registered, select_variants, use_store
     from .trace import dump_trace
@@ -786,8 +788,7 @@ def _minimize(args) -> int:
         if new is not trace and timing_dependent(trace):
             goal = (new.finding.category, new.finding.property, new.finding.verdict)
             rate = measure(judge, new, goal, TRIALS)
-            new = new.with_(finding=dataclasses.replace(
-                new.finding, reproduced={"k": rate.k, "n": rate.n}))
+            new = new.with_(finding=dataclasses.replace(new.finding, reproduced=rate))
         written = str(path)
         if new is trace and result.stopped == "fixpoint" and (
                 unnoted := without_cut_short(trace)) is not None:
@@ -830,10 +831,10 @@ def _recorded_rate(trace):
     "timing-dependent (reproduced k/n replays)" detail), if any."""
     import re
 
-    from .minimize import Rate
+    from .rate import Rate
 
     if trace.finding.reproduced:
-        return Rate(trace.finding.reproduced["k"], trace.finding.reproduced["n"])
+        return trace.finding.reproduced
     match = re.match(r"timing-dependent \(reproduced (\d+)/(\d+)", trace.finding.detail)
     return Rate(int(match[1]), int(match[2])) if match else None
 
@@ -949,12 +950,12 @@ def _report(args) -> int:
             op_timeout=args.op_timeout)
         rate = repro.reproduces
         summary = {"entry": str(path), "report": str(report_file), "checked": repro.checked,
-                   "lines": repro.lines, "reproduced": rate[0] if rate else None,
-                   "runs": rate[1] if rate else 0}
+                   "lines": repro.lines, "reproduced": rate.k if rate else None,
+                   "runs": rate.n if rate else 0}
         if args.json:
             print(json.dumps(summary), flush=True)
         else:
-            shown = f", reproduces {rate[0]}/{rate[1]}" if rate else ""
+            shown = f", reproduces {rate}" if rate else ""
             print(f"{report_file}: " + (f"checked script, {repro.lines} lines{shown}"
                                         if repro.script else "no script (replay line given)"),
                   flush=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import math
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -18,31 +17,18 @@ from pathlib import Path
 from refmodel import CATEGORY_INFO
 
 from .errors import UsageError
+from .rate import Rate
 from .trace import Finding, Trace, dump_trace, load_trace
 
 CORPUS_DIR = Path("corpus")
-FALSE_ALARM = 0.01  # chance that trials of a still-present timing-dependent finding all miss it
-# The most replays an entry gets.  60, not 30, since 2026-12-05: LangGraph's functional API
-# loses task 1's write to a SIGKILL in about 9 of 105 runs (sqlite-func-sync-head-copy), which
-# takes 52 replays to see with 99 % probability; 30 would fail the regression test 7 % of the
-# time, and the cheap replays of a rare finding are the ones that need the most.  100, not 60,
-# since 2026-12-06: one CI run's 60 replays of that loss's `travel` entry all missed it (its
-# three entries came back in 8-11 % of 200 replays each, idle and four at once); at 7 % sixty
-# all miss 1.3 % of the time, a hundred 0.07 %, and 100 keep ``FALSE_ALARM`` down to a rate of
-# 4.6 %.  Replays past an entry's ``trials_for`` run only while its status has not come up:
-# their cost is paid by an entry whose finding went away (a test that fails anyway), at most
-# 100 replays spread over the replay interpreters.
-MAX_TRIALS = 100
 
 
-def trials_for(reproduced: dict | None) -> int:
+def trials_for(reproduced: Rate | None) -> int:
     """Replays that show a finding recorded as reproduced k of n times at least once, but with
-    chance ``FALSE_ALARM`` (at most ``MAX_TRIALS``); 1 for a finding that reproduced every time.
-    The regression tests and the nightly replay judge a timing-dependent entry by these."""
-    if reproduced is None or reproduced["k"] >= reproduced["n"] or reproduced["k"] == 0:
-        return 1
-    miss = 1 - reproduced["k"] / reproduced["n"]
-    return min(MAX_TRIALS, max(2, math.ceil(math.log(FALSE_ALARM) / math.log(miss))))
+    chance ``rate.FALSE_ALARM`` (at most ``rate.MAX_TRIALS``: ``Rate.trials``); 1 for a finding that
+    reproduced every time.  The regression tests and the nightly replay judge a
+    timing-dependent entry by these."""
+    return 1 if reproduced is None else reproduced.trials()
 
 
 def slug(name: str) -> str:
@@ -136,7 +122,7 @@ def replays_for(trace: Trace) -> int:
         return 1
     rate = trace.finding.reproduced
     if trace.status == "FIXED" and rate is not None:
-        rate = {"k": rate["n"] - rate["k"], "n": rate["n"]}
+        rate = rate.missed()
     return trials_for(rate)
 
 
@@ -208,7 +194,7 @@ def duplicates(paths: list[Path]) -> list[tuple[Path, Path]]:
         key = _identity(trace)
         script = trace.finding.script or {}
         rate = trace.finding.reproduced
-        flaky = (bool(rate) and rate.get("k") != rate.get("n")) or trace.finding.unmeasured
+        flaky = (rate is not None and rate.k != rate.n) or trace.finding.unmeasured
         rank = (flaky, len(trace.operations), not script.get("checked"), trace.created, str(path))
         groups.setdefault(key, []).append((rank, path))
     out = []

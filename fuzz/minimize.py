@@ -32,7 +32,6 @@ This module does not import Hypothesis.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -61,9 +60,8 @@ from refmodel import (
 )
 
 from .errors import EngineError, HarnessFailure
+from .rate import TRIALS, Rate
 from .trace import Finding, Trace
-
-TRIALS = 5  # runs that measure a timing-dependent candidate (campaign.TRIALS for the original)
 
 
 # -- judging ----------------------------------------------------------------------------------
@@ -122,27 +120,6 @@ def session_judge(session) -> Callable[[Trace], Diverged | None]:
 
 
 # -- the timing rule --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rate:
-    """A measured reproduction rate: ``k`` of ``n`` runs."""
-
-    k: int
-    n: int
-
-    def lower_bound(self, z: float = 1.96) -> float:
-        """The Wilson score interval's lower end (95% by default)."""
-        if self.n == 0:
-            return 0.0
-        p = self.k / self.n
-        centre = p + z * z / (2 * self.n)
-        spread = z * math.sqrt(p * (1 - p) / self.n + z * z / (4 * self.n * self.n))
-        return max(0.0, (centre - spread) / (1 + z * z / self.n))
-
-    def needed(self, runs: int) -> int:
-        """Reproductions a candidate needs in ``runs`` runs to count as reproducing."""
-        return max(1, math.ceil(self.lower_bound() * runs - 1e-9))
 
 
 def timing_dependent(trace: Trace) -> bool:

@@ -163,6 +163,7 @@ def relabelled(trace, trials: list[ReplayResult]):
     from refmodel import CATEGORY_INFO
 
     from .corpus import fingerprint
+    from .rate import Rate
     from .trace import Finding
 
     changed = [t for t in trials if t.status == "CHANGED" and t.judged is not None]
@@ -174,7 +175,7 @@ def relabelled(trace, trials: list[ReplayResult]):
     i, k, n = judged.first_divergence_index, counts[category], len(trials)
     finding = Finding(category, CATEGORY_INFO[category].breaks, i, judged.divergence.detail,
                       judged.verdict, judged.citation, owner=judged.owner,
-                      reproduced=None if k == n else {"k": k, "n": n})
+                      reproduced=None if k == n else Rate(k, n))
     new = trace.with_(operations=tuple(trace.operations[: i + 1]),
                       observations=tuple(judged.observations[: i + 1]),
                       expected=tuple(a[0] for a in judged.expected[: i + 1]),

@@ -24,6 +24,7 @@ from refmodel import CATEGORY_INFO
 from .corpus import slug
 from .judge import CONSEQUENCE_WORDS
 from .promises import promise_for, remedy_for, sentence
+from .rate import Rate
 from .trace import Trace
 
 REPORTS_DIR = Path("shrink_reports")
@@ -45,7 +46,7 @@ class Reproduction:
     the report gives the replay line instead."""
 
     script: str | None
-    reproduces: tuple | None = None  # (k, n): exited 1 in k of n fresh runs
+    reproduces: Rate | None = None  # exited 1 in k of n fresh runs
     outputs: tuple = ()  # the last lines each run printed, for a reader chasing a 0/n
     # The adapter's generator raised (a tool error, never the framework's): what it raised.  The
     # report says so; the campaign counts it.
@@ -158,23 +159,23 @@ def _banners(trace: Trace, repro) -> list:
         # The entry's replay matches the reference now: a script that checks the recorded
         # defect should exit 0 too; one that still exits 1 disagrees with the replay.
         out.append(f"This entry is **FIXED** (its replay matches the reference now), and its "
-                   f"script, which checks the recorded defect, exits 0 in {rate[1] - rate[0]} of "
-                   f"{rate[1]} fresh runs, as it should." if rate[0] == 0 else
+                   f"script, which checks the recorded defect, exits 0 in {rate.n - rate.k} of "
+                   f"{rate.n} fresh runs, as it should." if rate.never else
                    f"**The script and the replay disagree**: the entry is FIXED (its replay "
                    f"matches the reference now), yet its script still shows the recorded defect "
-                   f"in {rate[0]} of {rate[1]} fresh runs.  The harness's replay misses what the "
+                   f"in {rate.k} of {rate.n} fresh runs.  The harness's replay misses what the "
                    "script shows, or the script checks more than the harness: look before filing.")
-    elif rate is not None and rate[0] == 0 and getattr(repro, "could_not_run", ""):
-        out.append(f"**The reproduction script could not run** (in none of {rate[1]} fresh runs "
+    elif rate is not None and rate.never and getattr(repro, "could_not_run", ""):
+        out.append(f"**The reproduction script could not run** (in none of {rate.n} fresh runs "
                    f"did it reach its check): {repro.could_not_run}.{_run_hint(trace, repro)} "
                    "It says nothing about the framework yet. Do not file it upstream as is.")
-    elif rate is not None and rate[0] == 0:
+    elif rate is not None and rate.never:
         out.append(f"**The reproduction script did NOT reproduce the defect** (exit 1 in 0 of "
-                   f"{rate[1]} fresh runs{_tries(repro)}). `resumefuzz replay` still shows the "
+                   f"{rate.n} fresh runs{_tries(repro)}). `resumefuzz replay` still shows the "
                    "divergence; the script misses something the harness does. Do not file it "
                    "upstream as is.")
-    elif rate is not None and rate[0] < rate[1]:
-        out.append(f"The reproduction script shows the defect in {rate[0]} of {rate[1]} runs"
+    elif rate is not None and not rate.always:
+        out.append(f"The reproduction script shows the defect in {rate.k} of {rate.n} runs"
                    f"{_tries(repro)} (timing-dependent).")
     elif rate is None:
         out.append("The reproduction script was not run (no `--verify`).")
@@ -264,7 +265,7 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         *([f"- **What {trace.target} promises here**: {promised}"] if promised else []),
         f"- **Verdict**: {verdict}" + (f" — {f.citation}" if f.citation else ""),
         f"- **Why**: {f.detail}",
-        *([f"- **Reproduced**: {f.reproduced['k']} of {f.reproduced['n']} replays right after "
+        *([f"- **Reproduced**: {f.reproduced.k} of {f.reproduced.n} replays right after "
            "the campaign" + (" (it depends on timing: its regression test replays it in trials)"
                              if f.rate else "")]
           if f.reproduced is not None and not f.never_reproduced else []),
@@ -274,7 +275,7 @@ def render(trace: Trace, corpus_path: Path, repro=None, *, allowed=None,
         f"- **Fingerprint**: `{trace.fingerprint}` (found {trace.created})",
         "- **Reproduction script**: " + _script_summary(repro),
         "",
-        *([f"> **Never came back**: 0 of {f.reproduced['n']} replays right after the campaign "
+        *([f"> **Never came back**: 0 of {f.reproduced.n} replays right after the campaign "
            "reproduced it, so it was dropped from the corpus; this report is its only record.",
            ""] if f.never_reproduced else []),
         "## Minimal trace",
@@ -322,7 +323,7 @@ def unfileable(trace: Trace) -> str | None:
                 "hands (the citation above), so what the caller must add is below, and the "
                 "framework's maintainers owe nothing here")
     if f.never_reproduced:
-        return (f"it never came back: 0 of {f.reproduced['n']} replays right after the campaign "
+        return (f"it never came back: 0 of {f.reproduced.n} replays right after the campaign "
                 "reproduced it, so a maintainer could not see it either")
     if trace.status == "FIXED":
         return ("its last recorded replay matches the reference (`FIXED`): at the versions of that "
@@ -343,7 +344,7 @@ def _nothing_to_file(trace: Trace, repro) -> list:
         out += ["", f"**What the caller must add**: {remedy}"]
     if repro is not None and repro.script and f.owner == "caller":
         rate = repro.reproduces
-        shown = f" It exited 1 in {rate[0]} of {rate[1]} fresh runs." if rate else ""
+        shown = f" It exited 1 in {rate.k} of {rate.n} fresh runs." if rate else ""
         out += ["", f"**What the caller's state allows** ({repro.lines} lines, the framework's "
                 "public API as the documentation has the caller use it): it exits 1 when it "
                 f"happens and 0 when it does not.{shown}", "", "```python",
@@ -351,9 +352,9 @@ def _nothing_to_file(trace: Trace, repro) -> list:
     elif repro is not None and repro.script:
         # A checked script of a FIXED entry exits 0 now: kept as the regression check it is.
         rate = repro.reproduces
-        shown = (f" Yet it exited 1 in {rate[0]} of {rate[1]} fresh runs: the script and the "
+        shown = (f" Yet it exited 1 in {rate.k} of {rate.n} fresh runs: the script and the "
                  "replay disagree (see the top), so look before taking this for fixed."
-                 if rate and rate[0] else "")
+                 if rate and not rate.never else "")
         out += ["", f"**Regression script** ({repro.lines} lines): it exits 1 if the recorded "
                 f"defect shows again and 0 while it does not.{shown}", "", "```python",
                 repro.script.rstrip(), "```"]
@@ -364,7 +365,7 @@ def _script_summary(repro) -> str:
     if repro is None or not repro.script:
         return "none"
     rate = repro.reproduces
-    shown = f"reproduces {rate[0]}/{rate[1]}" if rate else "not verified"
+    shown = f"reproduces {rate}" if rate else "not verified"
     return f"checks the defect (exit 1 when it shows), {repro.lines} lines, {shown}"
 
 
@@ -404,7 +405,7 @@ def _upstream(trace: Trace, repro, rate, allowed_here=(), replay: str = "") -> l
     ]
     if repro is not None and repro.script:
         how = ("It exits 1 when the defect shows and 0 when it does not"
-               + (f"; it exited 1 in {rate[0]} of {rate[1]} fresh runs{_tries(repro)}."
+               + (f"; it exited 1 in {rate.k} of {rate.n} fresh runs{_tries(repro)}."
                   if rate else "."))
         uses = ("the framework's public API, the store's package and the standard library"
                 if store else "the framework's public API and the standard library")

@@ -25,9 +25,9 @@ from adapters.calls import read_calls
 from refmodel import InvalidOperation, Race, World
 
 from . import report
-from .corpus import trials_for
 from .errors import EngineError
 from .judge import judge_step, model_for
+from .rate import Rate
 from .report import COULD_NOT_RUN, Reproduction
 from .runner import Session, Settings
 
@@ -152,11 +152,11 @@ ONE_RUN = "REPRO_ONE_RUN"  # set in the environment of each of those runs
 def attempts_for(trace) -> int:
     """How many runs of its scenario the script of ``trace``'s finding makes: 1, or for a
     finding that came back in k of n replays (0 < k < n), enough to show it with 99 %
-    probability at that rate (``corpus.trials_for``), at most ``REPEAT_CAP``."""
+    probability at that rate (``Rate.trials``), at most ``REPEAT_CAP``."""
     rate = trace.finding.reproduced if trace.finding is not None else None
-    if rate is None or not 0 < rate["k"] < rate["n"]:
+    if rate is None or not rate.partial:
         return 1
-    return min(REPEAT_CAP, trials_for(rate))
+    return min(REPEAT_CAP, rate.trials())
 
 
 def repeated(script: str, attempts: int, rate: str) -> str:
@@ -240,7 +240,7 @@ def reproduce(adapter, variant, trace, runs: int = 3, op_timeout: float = 30.0) 
         return repro
     # A run of a repeated script may make up to ``attempts`` runs of its scenario.
     k, outputs = verify(repro.script, runs, SCRIPT_TIMEOUT * repro.attempts)
-    return replace(repro, reproduces=(k, runs), outputs=outputs)
+    return replace(repro, reproduces=Rate(k, runs), outputs=outputs)
 
 
 VERIFY_RUNS = 3  # fresh runs of each new script after shrinking
@@ -264,7 +264,7 @@ def refresh(adapter, variant, trace, corpus_path: Path, reports_dir: Path, *,
     if repro.script:
         script = {"checked": True, "lines": repro.lines}
         if repro.reproduces is not None:
-            script.update(runs=repro.reproduces[1], reproduced=repro.reproduces[0])
+            script.update(runs=repro.reproduces.n, reproduced=repro.reproduces.k)
     trace = trace.with_(finding=replace(trace.finding, script=script))
     if save:
         dump_trace(trace, corpus_path)

@@ -27,6 +27,7 @@ from refmodel import (
 )
 
 from .errors import UsageError
+from .rate import Rate
 
 FORMAT = "resumefuzz-trace"
 VERSION = 1
@@ -59,9 +60,9 @@ class Finding:
     detail: str
     verdict: str = "✗"  # "D" when the adapter documents the weakening
     citation: str = ""
-    # {"k": k, "n": n}: the failure came back in k of n replays after its campaign (a finding
-    # Hypothesis could not reproduce every time).  None: it reproduced every time it was run.
-    reproduced: dict | None = None
+    # The failure came back in k of n replays after its campaign (a finding Hypothesis could
+    # not reproduce every time).  None: it reproduced every time it was run.
+    reproduced: Rate | None = None
     # The reproduction script's last check: {"checked", "lines", "runs", "reproduced"}.
     script: dict | None = None
     # A maintainer's note shown at the top of the report: for an entry kept Unclassified, why no
@@ -78,7 +79,7 @@ class Finding:
         if self.citation:
             doc["citation"] = self.citation
         if self.reproduced is not None:
-            doc["reproduced"] = {"k": self.reproduced["k"], "n": self.reproduced["n"]}
+            doc["reproduced"] = self.reproduced.to_json()
         if self.script:
             doc["script"] = dict(self.script)
         if self.note:
@@ -89,11 +90,11 @@ class Finding:
     def rate(self) -> str:
         """``"k/n"`` for a finding that reproduced only sometimes, else ``""``."""
         r = self.reproduced
-        return f"{r['k']}/{r['n']}" if r is not None and r["k"] < r["n"] else ""
+        return str(r) if r is not None and not r.always else ""
 
     @property
     def never_reproduced(self) -> bool:
-        return self.reproduced is not None and self.reproduced["k"] == 0
+        return self.reproduced is not None and self.reproduced.never
 
     @property
     def unmeasured(self) -> bool:
@@ -163,9 +164,11 @@ def parse_trace(doc, source: str = "<trace>") -> Trace:
     except (InvalidWorkflow, InvalidOperation, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{source}: {exc}") from None
     finding = doc.get("finding")
-    rate = (finding or {}).get("reproduced")
-    if rate is not None and rate["k"] > rate["n"]:
-        raise UsageError(f"{source}: field finding/reproduced: k={rate['k']} exceeds n={rate['n']}")
+    if finding and finding.get("reproduced") is not None:
+        rate = Rate.from_json(finding["reproduced"])
+        if rate.k > rate.n:
+            raise UsageError(f"{source}: field finding/reproduced: k={rate.k} exceeds n={rate.n}")
+        finding = {**finding, "reproduced": rate}
     return Trace(
         workflow,
         ops,

@@ -45,8 +45,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.corpus import FALSE_ALARM, MAX_TRIALS, entries, replays_for, trials_for
+from fuzz.corpus import entries, replays_for, trials_for
 from fuzz.errors import ResumefuzzError
+from fuzz.rate import FALSE_ALARM, MAX_TRIALS, Rate
 from fuzz.replay import reached as replay_reached
 from fuzz.targets import known_targets, prepare, resolve_registered
 from fuzz.trace import load_trace
@@ -292,19 +293,19 @@ def _entry(reproduced, step=0):
 
 
 def test_trials_follow_the_recorded_rate():
-    assert trials_for(None) == 1 and trials_for({"k": 5, "n": 5}) == 1
-    assert trials_for({"k": 1, "n": 2}) == 7  # 0.5 ** 7 < 1 %
-    assert trials_for({"k": 1, "n": 5}) == 21  # 0.8 ** 21 < 1 %
-    assert trials_for({"k": 1, "n": 100}) == MAX_TRIALS
+    assert trials_for(None) == 1 and trials_for(Rate(5, 5)) == 1
+    assert trials_for(Rate(1, 2)) == 7  # 0.5 ** 7 < 1 %
+    assert trials_for(Rate(1, 5)) == 21  # 0.8 ** 21 < 1 %
+    assert trials_for(Rate(1, 100)) == MAX_TRIALS
     for k, n in ((1, 2), (2, 3), (3, 5), (1, 5)):
-        assert (1 - k / n) ** trials_for({"k": k, "n": n}) <= FALSE_ALARM
+        assert (1 - k / n) ** trials_for(Rate(k, n)) <= FALSE_ALARM
     # The cap still sees a finding whose rate is 4.6 % (LangGraph's SIGKILL loss comes back in
     # 7-11 % of replays, lower than the campaigns measured it) at the false-alarm rate.
     assert (1 - 0.046) ** MAX_TRIALS <= FALSE_ALARM
 
 
 def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():
-    flaky = _entry({"k": 2, "n": 5})
+    flaky = _entry(Rate(2, 5))
     fixed, failed = {"status": "FIXED", "detail": "-"}, {"status": "FAILED", "detail": "-"}
     never = lambda count: pytest.fail("seen in its own trials: no more replays")  # noqa: E731
     check_replays(flaky, "e", [fixed] * 9 + [failed], never)
@@ -320,7 +321,7 @@ def test_a_timing_dependent_entry_passes_once_seen_and_fails_when_never():
 
 def test_a_timing_dependent_entry_that_missed_its_trials_gets_more():
     # The rate came from a loaded machine; a quieter one may need more trials to show it.
-    flaky = _entry({"k": 5, "n": 6})
+    flaky = _entry(Rate(5, 6))
     fixed, failed = {"status": "FIXED", "detail": "-"}, {"status": "FAILED", "detail": "-"}
     check_replays(flaky, "e", [fixed] * 3, lambda count: [fixed] * (count - 1) + [failed])
 
@@ -329,15 +330,15 @@ def test_a_timing_dependent_entry_recorded_fixed_gets_trials_at_the_rate_of_its_
     # llamaindex server-event/Stuck-bddff149f8ee (Stuck in 2 of 3 replays, recorded FIXED) came
     # back FAILED in all of its three replays on a loaded machine: at its own rate, FIXED shows
     # in one replay of three, so three say nothing.
-    entry = _entry({"k": 2, "n": 3}).with_(status="FIXED")
-    assert replays_for(entry) == trials_for({"k": 1, "n": 3}) > 3
+    entry = _entry(Rate(2, 3)).with_(status="FIXED")
+    assert replays_for(entry) == trials_for(Rate(1, 3)) > 3
     fixed, failed = {"status": "FIXED", "detail": "-"}, {"status": "FAILED", "detail": "-"}
     never = lambda count: pytest.fail("seen in its own trials: no more replays")  # noqa: E731
     check_replays(entry, "e", [failed] * (replays_for(entry) - 1) + [fixed], never)
     with pytest.raises(AssertionError, match=rf"{MAX_TRIALS} replays now say FAILED"):
         check_replays(entry, "e", [failed] * replays_for(entry), lambda count: [failed] * count)
     # A finding that came back rarely is fixed in most replays: two of them judge it.
-    assert replays_for(_entry({"k": 1, "n": 14}).with_(status="FIXED")) == 2
+    assert replays_for(_entry(Rate(1, 14)).with_(status="FIXED")) == 2
 
 
 def test_a_deterministic_entry_is_retried_twice_then_fails():

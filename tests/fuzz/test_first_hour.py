@@ -13,7 +13,7 @@ from fuzz import corpus
 from fuzz.baseline import Baseline
 from fuzz.campaign import Found, VariantResult, _witness
 from fuzz.cli import _counts, _Display, _summary, main
-from fuzz.minimize import Rate
+from fuzz.rate import Rate
 from fuzz.replay import ReplayResult
 
 

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from fuzz import campaign, evidence, matrix
+from fuzz import evidence, matrix
 from fuzz.campaign import CampaignOptions, VariantResult, _keep
 from fuzz.errors import UsageError
 from fuzz.failures import FAILURES
+from fuzz.rate import TRIALS, Rate
 from fuzz.targets import prepare, resolve
 from fuzz.trace import Finding, Trace, dump_trace, load_trace, parse_trace
 from refmodel import (
@@ -86,10 +87,10 @@ FORK = Fork("t0", gate=2, value="b", new_thread="f1")
 
 
 def test_reproduced_round_trips_and_is_validated(tmp_path):
-    trace = Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "x", reproduced={"k": 2, "n": 5}))
+    trace = Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "x", reproduced=Rate(2, 5)))
     dump_trace(trace, tmp_path / "t.json")
     back = load_trace(tmp_path / "t.json")
-    assert back.finding.reproduced == {"k": 2, "n": 5} and back.finding.rate == "2/5"
+    assert back.finding.reproduced == Rate(2, 5) and back.finding.rate == "2/5"
     doc = json.loads((tmp_path / "t.json").read_text())
     doc["finding"]["reproduced"] = {"k": 6, "n": 5}
     with pytest.raises(UsageError, match="finding/reproduced"):
@@ -98,13 +99,13 @@ def test_reproduced_round_trips_and_is_validated(tmp_path):
     with pytest.raises(UsageError, match="finding"):
         parse_trace(doc, "t.json")
     # Every time (k == n) or not measured: no rate to show.
-    assert Finding("Replay", "EO", 0, "x", reproduced={"k": 5, "n": 5}).rate == ""
+    assert Finding("Replay", "EO", 0, "x", reproduced=Rate(5, 5)).rate == ""
     assert Finding("Replay", "EO", 0, "x").rate == ""
 
 
 def test_a_flaky_finding_is_a_cross_with_its_rate(tmp_path):
     write_evidence(tmp_path / "results", exercised={"FD": {"fork of a consumed gate": 50}})
-    write_entry(tmp_path / "corpus", [START, RESUME, FORK], reproduced={"k": 3, "n": 5})
+    write_entry(tmp_path / "corpus", [START, RESUME, FORK], reproduced=Rate(3, 5))
     fd = cells(tmp_path)["FD"]
     assert fd.verdict == "✗" and fd.rate == "3/5" and fd.label == "✗ (3/5)"
     assert "reproduced 3/5" in fd.text
@@ -115,7 +116,7 @@ def test_a_flaky_finding_is_a_cross_with_its_rate(tmp_path):
 
 def test_a_finding_that_never_came_back_is_not_a_cross(tmp_path):
     write_evidence(tmp_path / "results", exercised={"FD": {"fork of a consumed gate": 50}})
-    write_entry(tmp_path / "corpus", [START, RESUME, FORK], reproduced={"k": 0, "n": 5})
+    write_entry(tmp_path / "corpus", [START, RESUME, FORK], reproduced=Rate(0, 5))
     assert cells(tmp_path)["FD"].verdict == "✓"
 
 
@@ -150,13 +151,13 @@ def test_keep_measures_the_rate_and_drops_only_what_never_came_back(tmp_path, ta
     if kept:  # on the mutant it comes back every time: kept, with its rate
         (entry,) = (tmp_path / "corpus").rglob("*.json")
         finding = load_trace(entry).finding
-        assert finding.reproduced == {"k": campaign.TRIALS, "n": campaign.TRIALS}
+        assert finding.reproduced == Rate(TRIALS, TRIALS)
         assert [f.category for f in result.findings] == ["Replay"]
-        assert f"{campaign.TRIALS} of {campaign.TRIALS} replays" in report
+        assert f"{TRIALS} of {TRIALS} replays" in report
     else:  # on the reference it never comes back: dropped, and the report says so
         assert not (tmp_path / "corpus").exists()
         assert result.findings == [] and "never came back" in result.flaky[0]
-        assert f"Never came back**: 0 of {campaign.TRIALS}" in report
+        assert f"Never came back**: 0 of {TRIALS}" in report
 
 
 def test_keep_keeps_a_partial_rate(tmp_path, monkeypatch):
@@ -178,8 +179,8 @@ def test_keep_keeps_a_partial_rate(tmp_path, monkeypatch):
     result = VariantResult(variant.name)
     _keep(adapter, variant, _replay_failure(), options, result, lambda *a, **k: None)
     (entry,) = (tmp_path / "corpus").rglob("*.json")
-    assert load_trace(entry).finding.reproduced == {"k": 2, "n": 5}
-    assert result.findings[0].reproduced == {"k": 2, "n": 5}
+    assert load_trace(entry).finding.reproduced == Rate(2, 5)
+    assert result.findings[0].reproduced == Rate(2, 5)
 
 
 def test_replay_mark_timing_records_the_rate(tmp_path):
@@ -190,13 +191,13 @@ def test_replay_mark_timing_records_the_rate(tmp_path):
                path)
     _mark_timing(path, ["FAILED", "FIXED", "FIXED"])
     finding = load_trace(path).finding
-    assert finding.reproduced == {"k": 1, "n": 3} and finding.detail == "why"
+    assert finding.reproduced == Rate(1, 3) and finding.detail == "why"
     # Measured again: pooled with what was recorded (a few replays under one load are no better
     # an estimate than these), a miss counted too.
     _mark_timing(path, ["FIXED", "FIXED"])
-    assert load_trace(path).finding.reproduced == {"k": 1, "n": 5}
+    assert load_trace(path).finding.reproduced == Rate(1, 5)
     _mark_timing(path, ["FAILED", "FAILED"])
-    assert load_trace(path).finding.reproduced == {"k": 3, "n": 7}
+    assert load_trace(path).finding.reproduced == Rate(3, 7)
 
 
 def test_mark_timing_counts_a_fixed_entrys_finding_not_its_fix(tmp_path):
@@ -206,10 +207,10 @@ def test_mark_timing_counts_a_fixed_entrys_finding_not_its_fix(tmp_path):
 
     path = tmp_path / "e.json"
     dump_trace(Trace(WF, (START,), finding=Finding("Replay", "EO", 0, "why",
-                                                   reproduced={"k": 1, "n": 14}),
+                                                   reproduced=Rate(1, 14)),
                      status="FIXED"), path)
     _mark_timing(path, ["FAILED", "FIXED", "FIXED"])
-    assert load_trace(path).finding.reproduced == {"k": 2, "n": 17}
+    assert load_trace(path).finding.reproduced == Rate(2, 17)
 
 
 def test_mark_timing_leaves_an_entry_that_always_came_back_without_a_rate(tmp_path):
@@ -246,7 +247,7 @@ def test_witness_with_only_tampered_traces_says_so(tmp_path):
 
 def test_witness_prefers_a_deterministic_entry_and_a_tamper_after_the_divergence_is_fine(tmp_path):
     write_evidence(tmp_path / "results")
-    flaky = write_entry(tmp_path / "corpus", [START, FORK], reproduced={"k": 1, "n": 5})
+    flaky = write_entry(tmp_path / "corpus", [START, FORK], reproduced=Rate(1, 5))
     after = write_entry(tmp_path / "corpus", [START, RESUME, FORK, Tamper("t0", how="corrupt")],
                         step=2)
     fd = cells(tmp_path)["FD"]

@@ -2,6 +2,7 @@
 
 from adapters.protocol import Capabilities, Deviation
 from fuzz.judge import judge_step, judge_trace, model_for
+from fuzz.rate import Rate
 from fuzz.replay import ReplayResult, summarize
 from refmodel import (
     CrashAt,
@@ -143,7 +144,7 @@ def test_relabel_rewrites_a_changed_entry_under_the_category_found_now():
     assert relabelled(old, [fixed, fixed]) is None  # nothing changed: nothing to rewrite
     new = relabelled(old, [changed, fixed, changed])
     assert (new.finding.category, new.finding.step, new.finding.verdict) == ("PrefixReplay", 2, "✗")
-    assert new.finding.reproduced == {"k": 2, "n": 3}  # not every trial showed it
+    assert new.finding.reproduced == Rate(2, 3)  # not every trial showed it
     assert new.status == "FAILED" and new.fingerprint == fingerprint("PrefixReplay", new)
     assert len(new.operations) == len(new.observations) == len(new.expected) == 3
     assert relabelled(old, [changed]).finding.reproduced is None

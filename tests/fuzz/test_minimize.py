@@ -13,13 +13,13 @@ import pytest
 
 from fuzz.minimize import (
     Diverged,
-    Rate,
     admissible,
     canonical_names,
     key_of,
     minimize,
     reshape_workflow,
 )
+from fuzz.rate import Rate
 from fuzz.trace import Finding, Trace
 from refmodel import (
     CATEGORY_INFO,

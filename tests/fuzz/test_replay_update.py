@@ -6,6 +6,7 @@ from argparse import Namespace
 import pytest
 
 from fuzz.cli import _replay_all
+from fuzz.rate import Rate
 from fuzz.replay import ReplayResult, reached
 from fuzz.trace import Finding, Trace, dump_trace, load_trace
 from refmodel import Resume, Start, Workflow
@@ -65,7 +66,7 @@ def test_a_timing_dependent_entry_is_replayed_at_its_rate_before_its_status_is_w
     # run and the regression test give it, and FIXED only if none of them fails.
     from fuzz.corpus import replays_for
 
-    rate = {"k": 6, "n": 14}
+    rate = Rate(6, 14)
     n = replays_for(load_trace(entry(tmp_path, rate)))
     assert n > 1
     path = entry(tmp_path, rate)
@@ -82,7 +83,7 @@ def test_a_fixed_entry_whose_finding_comes_back_at_all_is_failed_again(tmp_path)
     # `--update` kept FIXED because FIXED came up too.  A finding that came back is a finding.
     from fuzz.corpus import replays_for
 
-    rate = {"k": 1, "n": 14}
+    rate = Rate(1, 14)
     n = replays_for(load_trace(entry(tmp_path, rate, "FIXED")))
     path = entry(tmp_path, rate, "FIXED")
     assert update(path, *[("FIXED", None)] * (n - 1), ("FAILED", 2), trials=1) == "FAILED"

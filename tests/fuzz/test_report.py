@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from fuzz.cli import main
+from fuzz.rate import Rate
 from fuzz.report import cell, render, replay_line
 from fuzz.reprocheck import Reproduction, allowed_steps
 from fuzz.trace import Finding, Trace, dump_trace, load_trace
@@ -62,9 +63,9 @@ def test_banners_agree_with_the_measured_rate():
         text = render(trace(), "corpus/x.json", repro)
         return text.split("- **Category**")[0]
 
-    assert "did NOT reproduce" in top(Reproduction(script="x\n", reproduces=(0, 3)))
-    assert "2 of 3 runs" in top(Reproduction(script="x\n", reproduces=(2, 3)))
-    assert top(Reproduction(script="x\n", reproduces=(3, 3))).count(">") == 0
+    assert "did NOT reproduce" in top(Reproduction(script="x\n", reproduces=Rate(0, 3)))
+    assert "2 of 3 runs" in top(Reproduction(script="x\n", reproduces=Rate(2, 3)))
+    assert top(Reproduction(script="x\n", reproduces=Rate(3, 3))).count(">") == 0
     assert "No checked script" in top(Reproduction(script=None))
     assert "`resumefuzz report <entry> --verify 3`" in top(None)  # none was asked for
     selftest = trace().with_(target="mutant:Replay")
@@ -73,7 +74,7 @@ def test_banners_agree_with_the_measured_rate():
 
 def test_the_upstream_section_has_title_versions_promise_and_script():
     text = render(trace(), "corpus/x.json",
-                  Reproduction(script="print('hi')\n", reproduces=(3, 3)),
+                  Reproduction(script="print('hi')\n", reproduces=Rate(3, 3)),
                   allowed=allowed_steps(trace()))
     upstream = text.split("## Upstream issue (ready to paste)")[1]
     assert "**Title**: langgraph: Unclassified on recover" in upstream
@@ -98,13 +99,13 @@ def test_the_upstream_section_of_a_third_party_store_names_it():
     stored = trace().with_(versions={"langgraph": "1.0", "mystore": "0.1",
                                      "store-factory": "mypkg.savers:make_saver"})
     text = render(stored, "corpus/x.json",
-                  Reproduction(script="print('hi')\n", reproduces=(3, 3)))
+                  Reproduction(script="print('hi')\n", reproduces=Rate(3, 3)))
     upstream = text.split("## Upstream issue (ready to paste)")[1]
     assert "**Title**: langgraph with a third-party store: Unclassified on recover" in upstream
     assert "mystore 0.1" in upstream
     assert "the framework's public API, the store's package and the standard library" in upstream
     assert "store's package" not in render(trace(), "corpus/x.json", Reproduction(
-        script="x\n", reproduces=(3, 3)))
+        script="x\n", reproduces=Rate(3, 3)))
 
 
 def test_an_unclassified_entrys_note_says_first_why_no_category_fits(tmp_path):
@@ -172,7 +173,7 @@ def test_a_record_offers_no_upstream_issue():
     """A FIXED or CHANGED entry, or a divergence that never came back, is a record: a
     maintainer who pasted its "ready to paste" section would file what is not there."""
     live = render(trace(), "c.json", Reproduction(script="print(1)\n", 
-                                                  reproduces=(3, 3)))
+                                                  reproduces=Rate(3, 3)))
     assert "## Upstream issue (ready to paste)" in live and "print(1)" in live
     for status, why in (("FIXED", "matches the reference"), ("CHANGED", "another category")):
         fixed = trace().with_(status=status)
@@ -180,16 +181,16 @@ def test_a_record_offers_no_upstream_issue():
         assert "ready to paste" not in bare
         assert "## Upstream issue: nothing to file" in bare and why in bare
         checked = render(fixed, "c.json", Reproduction(script="print(2)\n", 
-                                                       reproduces=(0, 3)))
+                                                       reproduces=Rate(0, 3)))
         assert "ready to paste" not in checked and "**Regression script**" in checked
         assert "print(2)" in checked and "disagree" not in checked
         still = render(fixed, "c.json", Reproduction(script="print(2)\n", 
-                                                     reproduces=(2, 3)))
+                                                     reproduces=Rate(2, 3)))
         assert "exited 1 in 2 of 3 fresh runs" in still  # a script that still shows it says so
     gone = trace().with_(finding=Finding("Unclassified", "-", 2, "odd", "✗",
-                                         reproduced={"k": 0, "n": 5}))
+                                         reproduced=Rate(0, 5)))
     text = render(gone, "c.json", Reproduction(script="print(3)\n", 
-                                               reproduces=(0, 3)))
+                                               reproduces=Rate(0, 3)))
     assert "ready to paste" not in text and "never came back" in text
 
 
@@ -309,7 +310,7 @@ def test_a_timing_dependent_findings_script_runs_its_scenario_until_it_shows(tmp
     assert repeated(script, 5, "1/3").startswith('"""Shows on the third run."""\n# The defect')
 
     def rated(k, n):
-        return trace().with_(finding=Finding("Replay", "EO", 0, "why", reproduced={"k": k, "n": n}))
+        return trace().with_(finding=Finding("Replay", "EO", 0, "why", reproduced=Rate(k, n)))
 
     assert attempts_for(trace()) == attempts_for(rated(5, 5)) == attempts_for(rated(0, 5)) == 1
     assert attempts_for(rated(1, 2)) == 7 and attempts_for(rated(31, 305)) == REPEAT_CAP
@@ -326,7 +327,7 @@ def test_without_a_script_the_upstream_section_gives_the_replay_line():
     failed = render(trace(), "corpus/x.json", Reproduction(script=None, error="KeyError: 'x'"))
     assert "generator failed on this finding (a tool error" in failed and "KeyError: 'x'" in failed
     checked = render(trace(), "corpus/x.json", Reproduction(script="print('hi')\n",
-                                                            reproduces=(3, 3)))
+                                                            reproduces=Rate(3, 3)))
     assert "```python\nprint('hi')\n```" in checked and "no checked script" not in checked
 
 
@@ -340,12 +341,12 @@ def test_a_script_that_could_not_run_says_what_failed(tmp_path):
     assert all(COULD_NOT_RUN + "ModuleNotFoundError: No module named 'mypkg_that_is_not_here'"
                in o for o in outputs), outputs
     stored = trace().with_(versions={"langgraph": "1.0", "store-factory": "mypkg.savers:make"})
-    repro = Reproduction(script="x\n", reproduces=(0, 2), outputs=outputs)
+    repro = Reproduction(script="x\n", reproduces=Rate(0, 2), outputs=outputs)
     top = render(stored, "corpus/x.json", repro).split("- **Category**")[0]
     assert "**The reproduction script could not run**" in top and "misses something" not in top
     assert "ModuleNotFoundError: No module named 'mypkg_that_is_not_here'" in top
     assert "`mypkg.savers` must be importable" in top and "PYTHONPATH" in top
     # A script that reached its verdict and said "no defect" still misses something.
     k, outputs = verify("print('no defect - outcome')\n", 1)
-    missed = Reproduction(script="x\n", reproduces=(0, 1), outputs=outputs)
+    missed = Reproduction(script="x\n", reproduces=Rate(0, 1), outputs=outputs)
     assert "misses something the harness does" in render(stored, "corpus/x.json", missed)

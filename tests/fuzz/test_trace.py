@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import from_schema
 
 from fuzz.errors import UsageError
+from fuzz.rate import Rate
 from fuzz.trace import Trace, dump_trace, load_trace, parse_trace, replay_on_model, schema
 from refmodel import MUTANTS, Workflow, shortest_exposure
 
@@ -115,7 +116,7 @@ def test_dedupe_never_ranks_an_unmeasured_timing_dependent_entry_as_reproducing_
         finding=Finding("StateMismatch", "PC", 0, "timing-dependent (not measured: time "
                         "limit): persisted state differs"))
     measured = unmeasured.with_(fingerprint="ccc", operations=(crash, Start("t2")),
-                                finding=replace(steady.finding, reproduced={"k": 7, "n": 44}))
+                                finding=replace(steady.finding, reproduced=Rate(7, 44)))
     assert unmeasured.finding.unmeasured and not steady.finding.unmeasured
     paths = [save(t, tmp_path / "corpus") for t in (steady, unmeasured)]
     assert duplicates(paths) == [(paths[1], paths[0])]

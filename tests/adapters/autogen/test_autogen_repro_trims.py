@@ -15,6 +15,7 @@ from adapters.autogen import repro, statefmt
 from test_autogen_reproduction import CORPUS, HARNESS, _body, reproduce
 from test_autogen_repro_team import _state, _output, _without_ids
 
+from fuzz.rate import Rate
 from fuzz.testing import check_standalone
 
 FORGED_JSON = CORPUS / "graphflow-loop-step-json" / "InvalidPersist-6fb42ff8fa72.json"
@@ -139,7 +140,7 @@ def without_crash_points(agent):
 @pytest.mark.parametrize("path", [FORGED_JSON, FORGED_SQLITE, FORGED_SQLITE_STEP])
 def test_a_forged_output_that_load_state_takes_is_shown_in_60_lines(adapter, path):
     repro_ = reproduce(adapter, path)
-    assert repro_.checked and repro_.reproduces == (1, 1), repro_.outputs
+    assert repro_.checked and repro_.reproduces == Rate(1, 1), repro_.outputs
     body = _body(repro_.script)
     assert repro_.lines <= 60, repro_.script
     assert "class TaskOutput(BaseModel): out: int\n" in body  # nothing reads a task number or answer
@@ -151,7 +152,7 @@ def test_a_forged_output_that_load_state_takes_is_shown_in_60_lines(adapter, pat
 
 def test_a_stale_resume_counts_the_effects_the_task_logs_itself(adapter):
     repro_ = reproduce(adapter, STALE)
-    assert repro_.checked and repro_.reproduces == (1, 1), repro_.outputs
+    assert repro_.checked and repro_.reproduces == Rate(1, 1), repro_.outputs
     body = _body(repro_.script)
     assert "def effect(" not in body and "fired" not in body.replace("'effects fired'", "")
     assert '        EFFECTS.append((self.t, said.removeprefix("resume:")))  # its one effect\n' in body

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
 from fuzz.trace import load_trace
 
@@ -47,7 +48,7 @@ def reproduce(adapter, path, runs=1):
 
 def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
     repro = reproduce(adapter, RACE)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert script.index("await team_2.load_state(load('run-1'))") < script.index(
         "await team_1.run(task=HandoffMessage(source='user', target='t1', content='resume:a'))")
@@ -58,7 +59,7 @@ def test_repro_of_a_forged_state_writes_what_the_case_wrote(adapter):
     """The forged content is the case's own (``protocol.forge``), written by the same
     ``rewrite`` the case uses."""
     repro = reproduce(adapter, FORGED)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     # the forgery adds task 1's output alone: written out in the step, the newest row updated in SQL
     assert "def rewrite(" not in repro.script and "def overwrite(" not in repro.script
     assert """state = load('run-1')
@@ -76,7 +77,7 @@ def test_repro_of_a_forged_part_and_a_noop_resume_is_checked(adapter):
     resume that runs nothing is its ``load_state`` alone; the script's ``TaskOutput`` keeps its
     three fields, each on its own line."""
     repro = reproduce(adapter, FORGED_DONE_NOOP)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "<unknown" not in repro.script
     assert "overwrite('run-1', rewrite(load('run-1'), [1], {1: 'a'}))" in repro.script
     assert "class TaskOutput(BaseModel):\n    task: int\n" in repro.script
@@ -89,7 +90,7 @@ def test_repro_of_what_autogen_gets_right_exits_0(adapter):
     task 1 fire with 'a', which the contract allows, so it exits 0."""
     trace = allowed_resume_trace(load_trace(BAD_OUTPUT))
     repro = reprocheck.reproduce(adapter, variant_named(adapter, trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "await team.load_state(load('run-1'))" in repro.script
     check_standalone(repro.script, HARNESS)
 
@@ -105,7 +106,7 @@ def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):
     the first needs only a plain recovery, which the script says.  The recovery runs the task
     that failed before: the crash stays the runtime's, set for the failing step alone."""
     repro = reproduce(adapter, TWIN)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "after the failure, the first of two recoveries each on its own copy" in repro.script
     assert "CRASH = (2, 'before its effect')" in repro.script and "raise RuntimeError" not in repro.script
     check_standalone(repro.script, HARNESS)
@@ -113,7 +114,7 @@ def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):
 
 def test_repro_of_a_stale_resume_loads_the_state_held_since_the_gate_asked(adapter):
     repro = reproduce(adapter, _entry("stale_resume"))
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "await team.load_state(load('run-1', 'interrupt:t1'))  # held since gate 1 asked" in repro.script
     check_standalone(repro.script, HARNESS)
 
@@ -129,7 +130,7 @@ def test_repro_of_a_task_raising_in_the_one_run_that_enters_it_raises_in_the_tas
     file itself."""
     for path in (CRASHED_JSON, CRASHED_SQLITE, CRASHED_ON_RESUME):
         repro = reproduce(adapter, path)
-        assert repro.checked and repro.reproduces == (1, 1), (path, repro.outputs)
+        assert repro.checked and repro.reproduces == Rate(1, 1), (path, repro.outputs)
         body = _body(repro.script)
         assert 'if self.t == 2:  # the crash point of step' in body, path
         assert 'raise RuntimeError("task 2 fails before its effect")' in body, path
@@ -158,7 +159,7 @@ def test_the_last_task_of_a_swarm_raising_sends_no_reply_of_its_own(adapter):
     """Task 2, the last, raises as it starts: its reply that ends the run (``if self.t == 2:  #
     the last task``) is never sent and is not written; the store is in memory."""
     repro = reproduce(adapter, SWARM_LAST_RAISES)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     body = _body(repro.script)
     assert 'raise RuntimeError("task 2 fails before its effect")' in body
     assert "# the last task" not in body and "inner_messages=[message]" in body
@@ -239,7 +240,7 @@ def test_a_quiet_trace_asks_and_goes_no_further(adapter):
     that load_state() takes): the agent asks, and nothing of answering, output or the end leaf
     is written; one-line helpers where their body is one line."""
     repro = reproduce(adapter, CORPUS / "swarm-handoff-hitl-json" / "InvalidPersist-67fd7f2c3b57.json")
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     body = _body(repro.script)
     assert "# in this trace every task that runs asks" in body and "said" not in body
     assert 'def __init__(self, t, kind="task"): super().__init__(f"t{t}", f"task {t}")' in body

@@ -23,6 +23,7 @@ from store_testkit import bounded_campaign
 from adapters.langgraph import LangGraphAdapter
 from adapters.protocol import Resume, Start, StateView, Unreadable, Workflow
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import check_standalone
 from fuzz.trace import load_trace
 
@@ -146,6 +147,6 @@ def test_a_finding_on_the_store_has_a_checked_standalone_script(store_adapter, f
     name = f"store-{store.name}-" + folder.removeprefix("sqlite-")
     v = next(v for v in store_adapter.variants() if v.name == name)
     repro = reprocheck.reproduce(store_adapter, v, trace.with_(variant=name), runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), (repro.script, repro.outputs)
+    assert repro.checked and repro.reproduces == Rate(1, 1), (repro.script, repro.outputs)
     assert needle in repro.script and repro.lines <= 120, repro.script
     check_standalone(repro.script, ("rf_branch",), as_words=True)

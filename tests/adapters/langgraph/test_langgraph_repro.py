@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import check_standalone
 from fuzz.trace import load_trace
 
@@ -31,7 +32,7 @@ HARNESS = ('rf_branch',)  # and fuzz.testing.HARNESS_WORDS
 def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
     trace = load_trace(FORK_IGNORED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 60, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     assert "graph.invoke(Command(resume=" in repro.script
@@ -41,7 +42,7 @@ def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
 def test_repro_with_a_sigkill_exits_1(adapter, variant):
     trace = load_trace(KILLED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
     assert "in_child(step_1" in repro.script and "os.kill(os.getpid(), signal.SIGKILL)" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
@@ -59,7 +60,7 @@ def test_repro_of_what_langgraph_gets_right_exits_0(adapter, variant):
                         observations=(start, wrong),
                         finding=replace(trace.finding, category="Unclassified", step=1))
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "no defect" in repro.outputs[0]
     check_standalone(repro.script, HARNESS, as_words=True)
 
@@ -88,7 +89,7 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
     assert "race(racer_1, racer_2)" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     # Unforced, the race is timing-dependent: the run is counted, whatever it showed.
-    assert repro.reproduces is not None and repro.reproduces[1] == 1
+    assert repro.reproduces is not None and repro.reproduces.n == 1
 
 
 @pytest.mark.parametrize("folder, pattern, needle", [
@@ -108,7 +109,7 @@ def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, fol
     assert found, f"no FAILED {pattern} entry left in {folder}"
     trace = load_trace(found[0])
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert needle in repro.script and repro.lines <= 120, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
 
@@ -141,7 +142,7 @@ def test_repro_of_a_forged_checkpoint_writes_what_the_harness_wrote(adapter, var
                                                                    before, needles):
     trace = _forged_entry(folders, before)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert all(n in repro.script for n in needles), repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
 
@@ -160,7 +161,7 @@ def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, v
     wrong = Observation("interrupted", (), trace.observations[step].state)
     trace = trace.with_(observations=(*trace.observations[:step], wrong))
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "corrupt_in_memory(" in repro.script
     assert "no defect" in repro.outputs[0]
     check_standalone(repro.script, HARNESS, as_words=True)
@@ -172,7 +173,7 @@ def test_repro_whose_check_reads_no_effect_has_no_effect_log(adapter, variant):
     names written out (no cached ``checkpoint`` helper), a gateless task that does not ask."""
     trace = _forged_entry("sqlite-graph-sync-head-update", "completed")
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert repro.lines <= 60, script
     for gone in ("EFFECTS", "def effect", "effect(t", "fired", "def sqlite_saver",
@@ -231,7 +232,7 @@ def _checked_script_of_invalid_persist(adapter, variant, wf, ops):
         session.close()
     assert judged is not None and judged.key == ("InvalidPersist", "CV", "✗"), judged
     repro = reprocheck.reproduce(adapter, variant, judged.trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     return repro
 
 
@@ -390,6 +391,6 @@ def test_repro_of_a_corrupted_postgres_checkpoint_sees_langgraph_refuse(adapter,
                   expected=tuple(allowed[0] for allowed in verdict.expected),
                   finding=Finding("InvalidPersist", "CV", 2, "said to have run on"))
     repro = reprocheck.reproduce(adapter, variant(name), trace, runs=1)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "corrupt_in_postgres(" in repro.script and "no defect" in repro.outputs[0]
     check_standalone(repro.script, HARNESS, as_words=True)

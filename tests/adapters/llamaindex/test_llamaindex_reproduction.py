@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import allowed_resume_trace, check_standalone
 from fuzz.trace import load_trace
 
@@ -28,7 +29,7 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter):
     """A step writes a string into ``RunState.done`` (a list of int): the run completes where
     the contract wants a refusal."""
     repro = reproduce(adapter, load_trace(BAD_OUTPUT))
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 60, repro.script
     # One task: its body is the step's own (no helper); nothing asks, and the variant saves at
     # the end only: no answers field, no stream to read.
@@ -40,7 +41,7 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter):
 
 def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
     repro = reproduce(adapter, load_trace(RACE))
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert script.index("restored_2 = Context.from_dict(wf, load('run-1'))") < script.index(
         "handler = wf.run(ctx=restored_1)")
@@ -52,7 +53,7 @@ def test_repro_of_a_stale_resume_restores_the_snapshot_of_the_question(adapter):
     when the gate asked (the first snapshot, answered since) and answers again; the step runs
     again.  The script says so with the snapshot's index, the one ``save`` kept."""
     repro = reproduce(adapter, load_trace(STALE), runs=2)
-    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(2, 2), repro.outputs
     assert "restored = Context.from_dict(wf, SNAPSHOTS[0][2])" in repro.script
     assert repro.lines <= 70, repro.script
     check_standalone(repro.script, HARNESS)
@@ -60,7 +61,7 @@ def test_repro_of_a_stale_resume_restores_the_snapshot_of_the_question(adapter):
 
 def test_repro_of_a_crash_checks_the_stored_snapshot(adapter):
     repro = reproduce(adapter, load_trace(CRASH))
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert "verdict('stored state', read_state('branch-1'), " in script
     # Task 1 raising "after it completed" is set where it fires, as task 2 starts; no other step
@@ -137,7 +138,7 @@ def test_repro_of_what_llamaindex_gets_right_exits_0(adapter):
     task 1 fire with 'a', which the contract allows, so it exits 0."""
     trace = allowed_resume_trace(load_trace(RACE))
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "handler.ctx.send_event(Ans1(response='a'))" in repro.script
     check_standalone(repro.script, HARNESS)
 
@@ -153,7 +154,7 @@ def test_repro_leaves_out_a_crash_point_its_run_never_reached(adapter):
 
     trace = load_trace(CRASH)
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert "(it stops at task 1's question first: the crash point is never reached)" in script
     assert "CRASH = (3, 'before its effect')" not in script and 'crash_point(3, ' not in script
@@ -172,7 +173,7 @@ def test_repro_without_gates_reads_the_tasks_done_alone(adapter):
     """No task asks: no answers field in the state, and ``read_state`` reads the tasks done (no
     answers, nothing pending); the events are one line each."""
     repro = reproduce(adapter, load_trace(NO_GATES))
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert "answers: dict" not in script and "class Done1(Event): pass" in script
     assert 'return {"done": value["done"], "answers": {}, "pending": None}' in script

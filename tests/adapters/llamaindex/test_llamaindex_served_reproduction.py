@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
 from fuzz.trace import load_trace
 
@@ -31,7 +32,7 @@ def test_server_race_script_shows_both_racers_running_the_task(adapter):
     over HTTP: the task runs once per racer where the contract allows one."""
     trace = load_trace(defect_entries(CORPUS / "server-wait", "race")[0])
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert 'socket.create_server(("127.0.0.1", 0))' in script
     assert "await client.send_event('run-1', event)" in script
@@ -48,7 +49,7 @@ def test_dbos_script_shows_an_output_outside_the_schema_accepted(adapter):
     run completes where the contract wants a refusal."""
     trace = load_trace(defect_entries(CORPUS / "dbos-wait", "start")[0])
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "wf = await launch()" in repro.script
     assert "return outcome(await follow('run-1', wf.run(run_id='run-1')))" in repro.script
     assert "verdict('outcome', status, ['rejected'])" in repro.script
@@ -69,7 +70,7 @@ def test_server_script_of_what_llamaindex_gets_right_exits_0(adapter):
     # recording runs with the collector off; the script runs in fresh interpreters, with it on.
     with collector_off():
         repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert "no defect" in repro.outputs[0], repro.outputs  # its verdict, not a time-out
     assert "await client.send_event('run-1', Ans1(response='a'))" in repro.script
     check_standalone(repro.script, HARNESS)
@@ -120,7 +121,7 @@ def test_server_script_of_one_start_writes_its_constants_in_place(adapter, tmp_p
     refusal."""
     trace = load_trace(CORPUS / "server-wait" / "InvalidPersist-dd2cf93a35b0.json")
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert 'state.done = [*state.done, "<bad>"]' in script and "BAD_OUTPUT" not in script
     assert 'SqliteWorkflowStore(os.path.join(WORKDIR, "server.sqlite"))' in script
@@ -201,7 +202,7 @@ def test_server_script_of_a_tampered_store_awaits_its_start(adapter):
     shows the handler completing where the contract wants a refusal."""
     trace = load_trace(CORPUS / "server-wait-private" / "InvalidPersist-308a5c3daa89.json")
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert "        await client.run_workflow('linear', handler_id='run-1')\n" in script
     assert "def follow(" not in script and "run_workflow_nowait" not in script
@@ -223,7 +224,7 @@ def test_server_script_of_a_crash_sets_its_flag_around_its_step(adapter):
     again on recovery."""
     trace = load_trace(CORPUS / "server-event" / "Replay-8e0546652d37.json")
     repro = reproduce(adapter, trace)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     raised = ('        if CRASH: raise RuntimeError("task 1 fails after it completed")'
               '  # the crash point of step 1\n')

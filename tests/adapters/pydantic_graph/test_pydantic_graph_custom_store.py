@@ -21,6 +21,7 @@ from store_testkit import bounded_campaign, tamper_shows
 
 from adapters.protocol import Resume, Start, StateView, Workflow
 from adapters.storeprotocol import StoreFactoryError
+from fuzz.rate import Rate
 
 DEFAULT = ["resumefuzz.stores.pydantic_graph_file:file_persistence"]
 if importlib.util.find_spec("pydantic_graph_persistence") is not None:
@@ -271,7 +272,7 @@ if LATEST in STORES:
         trace = allowed_resume_trace(_latest_entry("race"))
         variant = next(v for v in latest_adapter.variants() if v.name == trace.variant)
         repro = reprocheck.reproduce(latest_adapter, variant, trace, runs=1)
-        assert repro.checked and repro.reproduces == (0, 1), (repro.outputs, repro.script)
+        assert repro.checked and repro.reproduces == Rate(0, 1), (repro.outputs, repro.script)
         # The built-in stores' budget, plus the store's own functions the script pastes (8 lines,
         # where FileStatePersistence takes one constructor call).
         assert repro.lines <= 60 + 8, repro.script

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import reprocheck
+from fuzz.rate import Rate
 from fuzz.testing import allowed_resume_trace, check_standalone
 from fuzz.trace import load_trace
 
@@ -23,7 +24,7 @@ def test_repro_of_an_output_outside_the_schema_exits_1(adapter, variant):
     contract wants a refusal."""
     trace = load_trace(BAD_OUTPUT)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 120, repro.script
     # The single node shape's task body is written inside Task.run (a one-task Task has no
     # number: the script reads none).
@@ -47,7 +48,7 @@ def test_repro_of_what_pydantic_graph_gets_right_exits_0(adapter, variant):
     task 1 fire with 'a', which is what the contract allows, so it exits 0."""
     trace = allowed_resume_trace(load_trace(STUCK))
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (0, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
     assert repro.lines <= 60, repro.script
     check_standalone(repro.script, HARNESS)
 
@@ -64,7 +65,7 @@ def test_repro_of_a_race_runs_the_racers_in_processes_the_later_claim_after(adap
     so it reproduces every time."""
     trace = load_trace(RACE)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=2)
-    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(2, 2), repro.outputs
     assert repro.lines <= 120, repro.script
     assert repro.script.count("graph.iter_from_persistence(p) as run:") == 2, repro.script
     assert "race(racer_1, racer_2)" in repro.script, repro.script
@@ -75,7 +76,7 @@ def test_repro_on_the_classes_shape_defines_one_node_class_per_task(adapter, var
     """A race: its racers in processes, the later one's claim held (see below)."""
     trace = load_trace(RACE_CLASSES)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "T1 = task_class(1, T2)" in repro.script and "graph = Graph(nodes=[T1, T2]" in repro.script
     assert "race(racer_1, racer_2)" in repro.script, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)  # "multiprocessing" holds "tip"
@@ -93,7 +94,7 @@ def test_repro_of_a_race_runs_the_racers_at_once_the_later_claim_held(adapter, v
     1's call has returned: the order the fuzzer's racers showed it in, every time."""
     trace = load_trace(RACE_FRESH)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=2)
-    assert repro.checked and repro.reproduces == (2, 2), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(2, 2), repro.outputs
     assert repro.lines <= 120, repro.script
     script = repro.script
     assert "race(racer_1, racer_2)" in script and "HOLD = multiprocessing.Barrier(2)" in script
@@ -112,7 +113,7 @@ def test_repro_of_a_forged_snapshot_replaces_it_in_pydantic_graphs_classes(adapt
     recovery then runs it without a word."""
     trace = load_trace(FORGED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "p.last_snapshot = NodeSnapshot(state=State(done=[], answers={}), node=Task(), " \
            "id=p.last_snapshot.id)" in repro.script
     check_standalone(repro.script, HARNESS)
@@ -133,7 +134,7 @@ def test_repro_of_one_run_makes_its_persistence_once_and_writes_the_loop_where_i
     answer anywhere (no gate: no ``answer`` field, no ``answers``)."""
     trace = load_trace(CRASHED_IN_MEMORY)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 60, repro.script
     body = repro.script.split('"""', 2)[2]
     assert "p = SimpleStatePersistence()" in body and "memory_persistence" not in body
@@ -150,7 +151,7 @@ def test_repro_on_the_classes_shape_of_one_task_writes_its_class_out(adapter, va
     awaited call run straight; the docs' ``load_next()`` that found nothing left unnamed."""
     trace = load_trace(CLASSES_OF_ONE)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     script = repro.script
     assert "class T1(BaseNode[State, None, None]):" in script
     assert "task_class" not in script and "make_dataclass" not in script
@@ -168,7 +169,7 @@ def test_repro_leaves_out_a_load_all_whose_snapshot_nothing_reads(adapter, varia
     framework's (``iter_from_persistence``)."""
     trace = load_trace(RECOVERED_FILE)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert repro.lines <= 60, repro.script
     assert "load_all" not in repro.script
     assert "raised GraphRuntimeError" in repro.outputs[0], repro.outputs
@@ -184,7 +185,7 @@ def test_repro_writes_out_an_outcome_read_once(adapter, variant):
     expression at the call, and the script still exits 1 on the defect."""
     trace = load_trace(OUTCOME_READ_ONCE)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == (1, 1), repro.outputs
+    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
     assert "def outcome" not in repro.script and "outcome(" not in repro.script
     assert 'return "completed" if isinstance(run.next_node, End) else "interrupted"' \
         in repro.script
