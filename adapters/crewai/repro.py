@@ -523,7 +523,7 @@ def _twin_differs(evidence) -> bool:
 
 
 # The copy a restored backup or a second host has of the store: the bytes, in directory order,
-# with fresh file times (``clone_store``, ``protocol.copy_files``), the SQLite journal as it is.
+# with fresh file times (``clone_store``, ``adapters.files.copy_files``), the SQLite journal as it is.
 COPY = ('shutil.copytree("ck", "copy/ck", copy_function=shutil.copyfile)  # bytes, fresh mtimes',
         'for name in glob.glob("flows.db*"):  # flows.db, its -wal and -shm as they are',
         '    shutil.copyfile(name, f"copy/{name}")')

@@ -20,6 +20,9 @@ import uuid
 from contextlib import nullcontext
 from pathlib import Path
 
+from adapters import storefactory
+from adapters.storeprotocol import TamperTarget
+
 SQLITE_FILE = "checkpoints.sqlite"
 PG_FILE = "postgres.json"
 PG_DSN_ENV = "RESUMEFUZZ_PG_DSN"
@@ -440,8 +443,6 @@ class CustomStore(Store):
 
     def __init__(self, workdir: Path, factory_path: str):
         super().__init__(workdir)
-        storefactory = _resumefuzz("adapters.storefactory")
-
         self.factory = storefactory.load(factory_path)
         self.loop = storefactory.Loop() if self.factory.asynchronous else None
         self.handle = storefactory.open_handle(self.factory, self.workdir, "langgraph", self.loop)
@@ -450,8 +451,6 @@ class CustomStore(Store):
         self.saver = holding_saver(self.inner, tag_metadata=True)
 
     def _call(self, func, *args):
-        storefactory = _resumefuzz("adapters.storefactory")
-
         return storefactory.call(self.loop, func, *args)
 
     def run(self, awaitable):
@@ -483,13 +482,9 @@ class CustomStore(Store):
     def clone(self, dest: Path) -> None:
         if self.handle.clone is None:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no clone")
-        storefactory = _resumefuzz("adapters.storefactory")
-
         self._call(self.handle.clone, storefactory.context(Path(dest), "langgraph"))
 
     def tamper(self, thread_id: str, checkpoint_id: str, how: str, part=None) -> str:
-        TamperTarget = _resumefuzz("adapters.storeprotocol").TamperTarget
-
         if self.handle.tamper is None or how not in self.handle.tamper_hows:
             raise NotImplementedError(f"the store factory {self.factory.path} offers no "
                                       f"tamper {how!r}")
@@ -520,12 +515,3 @@ def open_store(kind: str, workdir: Path, factory: str | None = None) -> Store:
     if kind == "custom":
         return CustomStore(Path(workdir), factory)
     return STORES[kind](Path(workdir))
-
-
-def _resumefuzz(module: str):
-    """A resumefuzz module, for a custom store (``--store``) only.  Imported by name: this file
-    is embedded in standalone repro scripts, which must not depend on resumefuzz unless the
-    saver itself comes from a resumefuzz store factory."""
-    import importlib
-
-    return importlib.import_module(module)
