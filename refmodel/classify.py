@@ -29,8 +29,16 @@ The table, in order (docs/semantics.md, "Classification" restates it with the re
  13     stale-answer-consumed            DoubleConsume     §5 DoubleConsume (R5): an answer given
                                                            to one gate answers another, or is
                                                            consumed again by a later op
+ 13a    unnamed-question-answered        DoubleConsume     §7 several pending: a plain resume
+                                                           never silently answers one of them
+ 13b    question-took-another-answer     DoubleConsume     §7 several questions, loops: an answer
+                                                           answers no other question or visit
+ 13c    answered-question-asked-again    DoubleConsume     §7 several questions: an answered
+                                                           question is never asked again
  14     resume-refires-prefix            PrefixReplay      §5 PrefixReplay (R9); also a crash
                                                            point that fires at a completed task
+ 14a    pre-effect-fired-again           PrefixReplay      §7 work before the question (D where
+                                                           the re-run is documented)
  15     racers-consume-twice             LostUpdate        §5 LostUpdate (R11), §4 CO
  16     no-answer-in-time                Stuck             §3 outcome stuck, §4 LV
  17     refused-after-crash              Stuck             §4 LV, §5 Stuck (R6)
@@ -111,6 +119,26 @@ class Context:
     def fired(self) -> list:
         """The (task, value) effects the op fired in its own branch."""
         return [(t, v) for b, t, v in self.observed.effects if b == self.branch]
+
+    @property
+    def base(self):
+        """The durable state the op starts from: the thread's, or the fork's checkpoint
+        (``None`` for a start)."""
+        if self.thread is None:
+            return None
+        return self.thread.checkpoint(self.op.gate) if isinstance(self.op, Fork) else self.thread.durable
+
+    def named(self) -> set:
+        """The questions of a shaped workflow this op answers by name (a plain resume names
+        the one pending question; with several pending it names none)."""
+        op = self.op
+        names = {q for q, _ in getattr(op, "answers", ())} | set(getattr(op, "gates", ()))
+        if isinstance(op, Resume | Fork | StaleResume) and op.gate is not None:
+            names.add(op.gate)
+        pending = (self.base.pending or ()) if self.base is not None else ()
+        if isinstance(op, Resume | Race) and not names and len(pending) == 1:
+            names.add(pending[0])
+        return names
 
     @property
     def canonical(self) -> Observation | None:
@@ -320,7 +348,7 @@ def _stale_handle_consumed_again(ctx: Context) -> str | None:
     op = ctx.op
     if not isinstance(op, StaleResume) or ctx.thread is None:
         return None
-    again = [(t, v) for t, v in ctx.fired if t >= op.gate]
+    again = [(t, v) for t, v in ctx.fired if _at_or_after(ctx.model.workflow, t, op.gate)]
     if again:
         fired = ", ".join(f"e{t}({v!r})" if v is not None else f"e{t}" for t, v in again)
         rerun = sorted({t for t, _ in again if t in ctx.done})
@@ -337,10 +365,21 @@ def _stale_handle_consumed_again(ctx: Context) -> str | None:
     return None
 
 
+def _at_or_after(workflow, task, gate) -> bool:
+    """Does ``task``'s effect come at or after ``gate`` in a run?  In a shaped workflow: the
+    question's own task instance, or one in a later stage or visit (a pre-effect is before)."""
+    if workflow.shape is None:
+        return task >= gate
+    if not isinstance(task, str) or task.endswith(".pre"):
+        return False
+    mine, asked = workflow.shape.order(task), workflow.shape.order(gate)
+    return mine[:3] == asked[:3] or mine[:2] > asked[:2]
+
+
 def _consumed_gate_fires_again(ctx: Context) -> str | None:
     if isinstance(ctx.op, Resume):
         wf = ctx.model.workflow
-        again = sorted({t for t, _ in ctx.fired if t in ctx.done and t in wf.gates})
+        again = sorted({t for t, _ in ctx.fired if t in ctx.done and wf.gated(t)})
         if again:
             return f"gate(s) {again} consumed a second time"
     return None
@@ -392,6 +431,78 @@ def _stale_answer_consumed(ctx: Context) -> str | None:
     return None
 
 
+def _shaped_state(ctx: Context):
+    """The state the target reported, for a shaped workflow's rules (``None`` otherwise)."""
+    if ctx.model.workflow.shape is None or ctx.observed.state is None:
+        return None
+    return ctx.observed.state
+
+
+def _unnamed_question_answered(ctx: Context) -> str | None:
+    # docs/contract.md §7: with several questions pending, a plain resume is refused loudly (or
+    # follows a documented rule, D); answering one of them silently hands the caller's answer to
+    # a question it never named: an interrupt consumed by an answer not given to it (CO).
+    op, base = ctx.op, ctx.base
+    if ctx.model.workflow.shape is None or not isinstance(op, Resume) or base is None:
+        return None
+    pending = base.pending or ()
+    if op.answers or op.gate is not None or len(pending) < 2:
+        return None
+    state = ctx.observed.state
+    took = [q for q in pending if state is not None and state.answer(q) is not None
+            and q not in dict(base.answers)]
+    if took or ctx.fired:
+        what = f"question(s) {took}" if took else f"task(s) {sorted({t for t, _ in ctx.fired})}"
+        return (f"a plain resume({op.value!r}) with {list(pending)} pending went to {what}: "
+                "the caller named no question")
+    return None
+
+
+def _question_took_another_answer(ctx: Context) -> str | None:
+    # docs/contract.md §7: a question the caller never answered holds an answer (another
+    # question's of the same task, or the previous loop visit's): one answer consumed twice.
+    state = _shaped_state(ctx)
+    if state is None:
+        return None
+    before = dict(ctx.base.answers) if ctx.base is not None else {}
+    allowed = {pair for e in ctx.allowed if e.state is not None for pair in e.state.answers}
+    named = ctx.named()
+    for q, v in state.answers:
+        if q not in before and q not in named and (q, v) not in allowed:
+            return (f"question {q} took {v!r}, though the caller never answered it (an answer "
+                    "given to another question or loop visit)")
+    return None
+
+
+def _answered_question_asked_again(ctx: Context) -> str | None:
+    # docs/contract.md §7: a task re-run from its start is fed the answers already given; asking
+    # one again invites a second consume of the same interrupt id.
+    state = _shaped_state(ctx)
+    if state is None or not isinstance(state.pending, tuple):
+        return None
+    answered = set(dict(ctx.base.answers) if ctx.base is not None else {}) | {
+        q for q, _ in state.answers}
+    again = [q for q in state.pending if q in answered]
+    if again:
+        return f"answered question(s) {again} asked again"
+    return None
+
+
+def _pre_effect_fired_again(ctx: Context) -> str | None:
+    # docs/contract.md §7: a pre-effect fires again only when the framework re-runs the task
+    # from its start; its first question having been asked records that it fired.  A framework
+    # documenting that re-run declares this rule as a deviation (D); otherwise EO PrefixReplay.
+    wf, base = ctx.model.workflow, ctx.base
+    if wf.shape is None or base is None:
+        return None
+    asked = {q for q, _ in base.answers} | set(base.pending or ())
+    again = sorted({t for t, _ in ctx.fired if isinstance(t, str) and t.endswith(".pre")
+                    and asked & set(wf.shape.questions(t[: -len(".pre")]))})
+    if again:
+        return f"pre-effect(s) {again} fired again: their task's question was asked already"
+    return None
+
+
 def _resume_refires_prefix(ctx: Context) -> str | None:
     op = ctx.op
     if not isinstance(op, Resume | Fork | Race | StaleResume):  # racers resume too
@@ -407,6 +518,11 @@ def _resume_refires_prefix(ctx: Context) -> str | None:
 def _racers_consume_twice(ctx: Context) -> str | None:
     # More than one racer consumed the interrupt: its effect fired twice, or more than one racer
     # went past it (a task after the gate fired more than once).
+    if isinstance(ctx.op, Race) and ctx.model.workflow.shape is not None:
+        # A shaped race: a task whose question the racers answered completed more than once.
+        twice = sorted({t for t, _ in ctx.fired if ctx.model.workflow.gated(t)
+                        and sum(1 for u, _ in ctx.fired if u == t) > 1})
+        return f"more than one racer consumed the question(s) of task(s) {twice}" if twice else None
     if isinstance(ctx.op, Race):
         gate = ctx.thread.durable.pending
         consumed = [v for t, v in ctx.fired if t == gate]
@@ -663,8 +779,21 @@ RULES: tuple[Rule, ...] = (
     Rule("stale-answer-consumed", "DoubleConsume",
          "docs/contract.md §5 DoubleConsume (R5): an answer given to one gate answers another, "
          "or is consumed again by a later op", _stale_answer_consumed),
+    Rule("unnamed-question-answered", "DoubleConsume",
+         "docs/contract.md §7 Several pending at once (never silently answers a question the "
+         "caller did not name); §5 DoubleConsume (R5)", _unnamed_question_answered),
+    Rule("question-took-another-answer", "DoubleConsume",
+         "docs/contract.md §7 Several questions, Loops (never hands one question's answer to "
+         "another, nor visit i's to visit i+1); §5 DoubleConsume (R5)",
+         _question_took_another_answer),
+    Rule("answered-question-asked-again", "DoubleConsume",
+         "docs/contract.md §7 Several questions (never asks an answered question again); "
+         "§5 DoubleConsume (R5)", _answered_question_asked_again),
     Rule("resume-refires-prefix", "PrefixReplay",
          "docs/contract.md §5 PrefixReplay (R9)", _resume_refires_prefix),
+    Rule("pre-effect-fired-again", "PrefixReplay",
+         "docs/contract.md §7 Work before the question (D where the re-run is documented, "
+         "otherwise EO PrefixReplay); §5 PrefixReplay (R9)", _pre_effect_fired_again),
     Rule("racers-consume-twice", "LostUpdate",
          "docs/contract.md §5 LostUpdate (R11); §4 CO", _racers_consume_twice),
     Rule("no-answer-in-time", "Stuck",

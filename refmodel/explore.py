@@ -45,6 +45,9 @@ def candidate_ops(model: Model, world: World, *, max_threads: int = 3,
     variant's capabilities): the minimum for that variant.
     """
     wf = model.workflow
+    if wf.shape is not None:
+        yield from _shape_ops(model, world, max_threads=max_threads, admit=admit)
+        return
     crashes = [None] + [
         CrashAt(t, phase, kind) for t in range(1, wf.n + 1) for phase in PHASES for kind in CRASH_KINDS
     ]
@@ -73,6 +76,55 @@ def candidate_ops(model: Model, world: World, *, max_threads: int = 3,
         ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
         ops += [Tamper(name, how="forged", part=part) for part in forge_parts(wf, thread.durable)]
         ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
+        ops.append(TwinRecover(name))
+        ops += [StaleResume(name, gate=gate, value=value)
+                for gate, _ in thread.gate_checkpoints for value in wf.values]
+    for op in ops:
+        if model.enabled(world, op) and (admit is None or admit(op)):
+            yield op
+
+
+def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterator[Op]:
+    """``candidate_ops`` for a shaped workflow (docs/contract.md §7): crash points and bad
+    outputs at every task instance; a plain resume with each value, and a map naming each pending
+    question alone and all of them together; forks and stale handles by question id; racers
+    on one question, and on every pair of pending questions."""
+    wf = model.workflow
+    labels = wf.shape.instances()
+    crashes = [None] + [CrashAt(t, phase, kind)
+                        for t in labels for phase in PHASES for kind in CRASH_KINDS]
+
+    def executing(make):
+        for crash in crashes:
+            yield make(crash=crash)
+        for t in labels:
+            yield make(bad_output=t)
+
+    names = world.names()
+    ops: list[Op] = []
+    if ROOT not in names:
+        ops += executing(lambda **kw: Start(ROOT, **kw))
+    for name in names:
+        thread = world.get(name)
+        pending = thread.durable.pending or ()
+        maps = [((q, v),) for q in pending for v in wf.values]
+        if len(pending) > 1:
+            maps += [tuple(zip(pending, vs)) for vs in itertools.product(wf.values, repeat=len(pending))]
+        for value in wf.values:
+            ops += executing(lambda **kw: Resume(name, value=value, **kw))
+        for answers in maps:
+            ops += executing(lambda **kw: Resume(name, answers=answers, **kw))
+        ops += executing(lambda **kw: Recover(name, **kw))
+        if len(names) < max_threads:
+            for gate, _ in thread.gate_checkpoints:
+                for value in wf.values:
+                    new = f"f{len(names)}"
+                    ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
+        ops.append(Query(name))
+        ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
+        ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
+        ops += [Race(name, values=vs, gates=pair) for pair in itertools.combinations(pending, 2)
+                for vs in itertools.product(wf.values, repeat=2)]
         ops.append(TwinRecover(name))
         ops += [StaleResume(name, gate=gate, value=value)
                 for gate, _ in thread.gate_checkpoints for value in wf.values]

@@ -11,7 +11,7 @@ Everything here is a pure function of its arguments: no clock, no randomness, no
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import combinations_with_replacement
+from itertools import combinations_with_replacement, product
 
 from .mutants import check_mutant
 from .ops import (
@@ -29,8 +29,8 @@ from .ops import (
     TwinRecover,
 )
 from .ops import LINEAGE_SCOPES, TAMPER_SCOPES
-from .run import BAD, Cut, Durable, cut, execute, rewind
-from .workflow import Workflow, sorted_pairs
+from .run import BAD, Cut, Durable, cut, execute, execute_shape, rewind, runnable
+from .workflow import Workflow, instance, sorted_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +133,10 @@ class Model:
         keep generated traces to the ones the contract gives a meaning to.
         """
         wf = self.workflow
+        if wf.shape is not None:
+            return self._why_disabled_shape(world, op)
+        if getattr(op, "answers", ()) or getattr(op, "gates", ()):
+            return "question maps and racers' questions belong to a shaped workflow"
         crash = getattr(op, "crash", None)
         if crash is not None and not 1 <= crash.task <= wf.n:
             return f"crash task {crash.task} is not a task of the workflow"
@@ -173,6 +177,72 @@ class Model:
             return _why_no_stale_handle(wf, thread, op)
         return ""
 
+    def _why_disabled_shape(self, world: World, op: Op) -> str:
+        """``why_disabled`` for a shaped workflow (docs/contract.md §7): crash points and bad
+        outputs name task instances, resumes and racers name pending question ids."""
+        wf, shape = self.workflow, self.workflow.shape
+        labels = shape.instances()
+        asks = {q for label in labels for q in shape.questions(label)}
+        for what in ("crash", "bad_output"):
+            task = getattr(op, what, None)
+            task = task.task if what == "crash" and task is not None else task
+            if task is not None and task not in labels:
+                return f"{what} task {task!r} is not a task instance of the shape"
+        thread = world.get(op.thread)
+        if isinstance(op, Start):
+            return "thread already exists" if thread is not None else ""
+        if thread is None:
+            return "no such thread"
+        pending = thread.durable.pending or ()
+        status = thread.durable.view(wf).status
+        if isinstance(op, Race):
+            values = op.values
+        elif isinstance(op, Resume | Fork | StaleResume):
+            values = [v for _, v in getattr(op, "answers", ())] or [op.value]
+        else:
+            values = ()
+        if any(v not in wf.values for v in values):
+            return f"answers must be drawn from {wf.values}"
+        named = [q for q, _ in getattr(op, "answers", ())] + list(getattr(op, "gates", ()))
+        if isinstance(op, Resume | Fork | StaleResume) and op.gate not in (None, 0):
+            named.append(op.gate)
+        if any(q not in asks for q in named):
+            return f"{named} must name questions of the shape"
+        if isinstance(op, Resume):
+            if op.answers and op.gate is not None:
+                return "a resume names its questions by gate or by a map, not both"
+            if status not in ("interrupted", "completed"):
+                return "resume needs a pending interrupt or a completed run"
+        if isinstance(op, Race):
+            if status != "interrupted":
+                return "a race needs a pending interrupt"
+            if not op.gates and len(pending) != 1:
+                return "racers of a thread with several questions pending name theirs (gates)"
+            if not set(op.gates) <= set(pending):
+                return f"a racer's question is not pending ({pending})"
+        if isinstance(op, Fork):
+            if thread.checkpoint(op.gate) is None:
+                return f"no checkpoint of this thread has question {op.gate!r} pending"
+            if not op.new_thread or world.get(op.new_thread) is not None:
+                return f"fork needs a new thread name, got {op.new_thread!r}"
+        if isinstance(op, Tamper):
+            if status == "new":
+                return "nothing is persisted to tamper with"
+            if thread.tampered:
+                return "already tampered"
+            if op.how == "forged":
+                return "forging a shaped state is not modelled (refmodel.forge edits a chain)"
+        if isinstance(op, TwinRecover) and not thread.needs_recovery:
+            return "twin_recover needs a thread left by a crash"
+        if isinstance(op, StaleResume):
+            return _why_no_stale_handle(wf, thread, op)
+        return ""
+
+    def _answer(self, gate, value):
+        """What a run consumes for ``value`` given at ``gate``: the value itself on a chain (it
+        goes to the first gate reached), a one-question map in a shaped workflow."""
+        return value if self.workflow.shape is None else {gate: value}
+
     # -- operations -----------------------------------------------------------------------------
 
     def _start(self, world: World, op: Start):
@@ -183,6 +253,8 @@ class Model:
         thread = world.get(op.thread)
         if thread.tampered:
             return [self._refused(world, op.thread)]
+        if self.workflow.shape is not None:
+            return self._resume_shape(world, op, thread)
         pending = thread.durable.pending
         if pending is not None and op.gate in (None, pending):
             alternatives = self._run(world, op.thread, thread, op, answer=op.value)
@@ -199,6 +271,25 @@ class Model:
                 return self._run(world, op.thread, replace(thread, durable=rewound), op, op.value)
         return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
 
+    def _resume_shape(self, world: World, op: Resume, thread: ThreadModel):
+        # docs/contract.md §7, several pending at once: each named question consumes its value
+        # once and the rest stay pending; a plain resume answers the one pending question, and
+        # with several it is refused loudly: it never silently answers one the caller did not
+        # name.  A map naming a question that is not pending has nothing to do as a whole.
+        pending = thread.durable.pending or ()
+        named = dict(op.answers) or ({op.gate: op.value} if op.gate is not None else None)
+        if named is None and len(pending) > 1:
+            if self.mutant != "PlainResumePicks":
+                refused = Observation("rejected", (), thread.durable.view(self.workflow))
+                return self._or_refused(thread, world, [(refused, world)])
+            named = {pending[0]: op.value}
+        if named is None and pending:
+            named = {pending[0]: op.value}
+        if named and set(named) <= set(pending):
+            return self._or_refused(thread, world,
+                                    self._run(world, op.thread, thread, op, answer=named))
+        return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
+
     def _stale_resume(self, world: World, op: StaleResume):
         # docs/contract.md §2 (stale handle): the gate was consumed already, so the interrupt is
         # consumed once: a loud refusal, or a no-op that fires nothing and changes nothing.
@@ -208,7 +299,7 @@ class Model:
         if self.mutant == "DoubleConsume":
             # The mutant resumes the handle's checkpoint again: the gate is consumed twice.
             again = replace(thread, durable=thread.checkpoint(op.gate))
-            return self._run(world, op.thread, again, op, answer=op.value)
+            return self._run(world, op.thread, again, op, answer=self._answer(op.gate, op.value))
         state = thread.durable.view(self.workflow)
         noop = state.status if state.status in ("interrupted", "completed") else "ok"
         return [(Observation(outcome, (), state), world)
@@ -218,6 +309,8 @@ class Model:
         thread = world.get(op.thread)
         if thread.tampered:
             return [self._refused(world, op.thread)]
+        if self.workflow.shape is not None:
+            return self._recover_shape(world, op, thread, twin)
         status = thread.durable.view(self.workflow).status
         if status in ("new", "incomplete"):
             if self.mutant == "Stuck" and thread.crash_kind == "sigkill":
@@ -256,6 +349,23 @@ class Model:
                 alternatives += self._run(world, op.thread, thread, op, answer=thread.kept)
         return self._or_refused(thread, world, alternatives)
 
+    def _recover_shape(self, world: World, op: Op, thread: ThreadModel, twin: bool):
+        # A shaped thread can be interrupted and still have a branch to run (a crash in a
+        # sibling after one branch asked): recovery runs whatever can run, from the durable
+        # state, and leaves the questions pending.
+        if not runnable(self.workflow, thread.durable):
+            return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
+        if self.mutant == "Stuck" and thread.crash_kind == "sigkill":
+            return [self._refused(world, op.thread)]
+        if self.mutant == "SiblingReplay" and thread.needs_recovery:
+            # The mutant restarts the crashed stage: its finished branches run again.
+            thread = replace(thread, durable=_stage_undone(self.workflow, thread.durable))
+        replay = self.mutant == "Replay" or (twin and self.mutant == "NondetRecovery")
+        if replay and thread.durable.done:
+            # Restart at the last completed task instance (the answers it took stay recorded).
+            thread = replace(thread, durable=replace(thread.durable, done=thread.durable.done[:-1]))
+        return self._or_refused(thread, world, self._run(world, op.thread, thread, op, None))
+
     def _fork(self, world: World, op: Fork):
         source = world.get(op.thread)
         checkpoint = source.checkpoint(op.gate)
@@ -263,7 +373,8 @@ class Model:
             # The checkpoint addressed is the tampered one: the branch is refused, not created.
             return [(Observation("rejected", (), None), world)]
         value = op.value
-        if self.mutant == "ForkIgnore" and op.gate in source.durable.done:
+        consumed = source.durable.done if self.workflow.shape is None else dict(source.durable.answers)
+        if self.mutant == "ForkIgnore" and op.gate in consumed:
             value = dict(source.durable.answers).get(op.gate, value)
         # Under a lineage or store reach every checkpoint of a damaged thread shares its bytes:
         # the branch inherits the damage (docs/contract.md §3, "What a tamper reaches").
@@ -272,8 +383,8 @@ class Model:
                              lineage=source.lineage or op.thread)
         # A fork that crashes before its gate ran may leave its interrupt persisted or not: the
         # label freedom of ``_run`` (section 3) covers it.
-        return self._or_refused(branch, world,
-                                self._run(world, op.new_thread, branch, op, answer=value))
+        return self._or_refused(branch, world, self._run(world, op.new_thread, branch, op,
+                                                         answer=self._answer(op.gate, value)))
 
     def _query(self, world: World, op: Query):
         thread = world.get(op.thread)
@@ -328,8 +439,8 @@ class Model:
         # ``_nothing_to_do``).  The label of a call that did nothing is no property: what it
         # did is judged on the effects and the persisted state.
         labels = ["rejected", "interrupted", "ok"]
-        for value in dict.fromkeys(op.values):  # any racer may win; same value, same result
-            for observation, after in self._run(world, op.thread, thread, op, answer=value):
+        for answer in self._winners(op, thread):
+            for observation, after in self._run(world, op.thread, thread, op, answer=answer):
                 won = observation.outcome
                 outcomes = {"|".join(sorted([won, *losers]))
                             for losers in combinations_with_replacement(
@@ -339,6 +450,17 @@ class Model:
         if thread.damaged and not self.mutant:
             alternatives.append(refused)
         return alternatives
+
+    def _winners(self, op: Race, thread: ThreadModel) -> list:
+        """What the race consumes, one entry per choice of winners: any racer may win; same
+        value, same result.  In a shaped workflow each question a racer names is consumed once,
+        by one of its racers, and the run goes on with all of them (docs/contract.md §7)."""
+        if self.workflow.shape is None:
+            return list(dict.fromkeys(op.values))
+        racers: dict = {}
+        for gate, value in zip(_racer_gates(op, thread), op.values):
+            racers.setdefault(gate, {})[value] = None
+        return [dict(zip(racers, choice)) for choice in product(*racers.values())]
 
     def _twin_recover(self, world: World, op: TwinRecover):
         main = self._recover(world, op, twin=False)
@@ -378,8 +500,8 @@ class Model:
                  {g for g, _ in thread.gate_checkpoints if isinstance(op, Fork) and g <= op.gate})
         checkpoints = {g: c for g, c in thread.gate_checkpoints
                        if g in prior or _leads_to(c, durable)}
-        if durable.pending is not None:
-            checkpoints[durable.pending] = durable
+        for gate in _pending(durable):
+            checkpoints[gate] = durable
         crash = getattr(op, "crash", None)
         if observed.outcome == "crashed":
             crash_kind = crash.kind if crash is not None else (thread.crash_kind or "exception")
@@ -395,15 +517,26 @@ class Model:
     def _run(self, world: World, name: str, thread: ThreadModel, op: Op, answer):
         """Execute on ``thread`` (as ``name``) with the op's crash point, for each allowed choice."""
         wf = self.workflow
-        events = execute(
-            wf,
-            thread.durable,
-            answer=answer,
-            bad_output=getattr(op, "bad_output", None),
-            persist_bad=self.mutant == "InvalidPersist",
-            misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
-            replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume | Race),
-        )
+        if wf.shape is not None:
+            events = execute_shape(
+                wf, thread.durable, answer, bad_output=getattr(op, "bad_output", None),
+                cross_answers=self.mutant == "CrossedAnswer",
+                carry_answers=self.mutant == "LoopCarry",
+                ask_again=self.mutant == "AskedAgain",
+                lose_siblings=self.mutant == "LostSiblingWrite",
+                pre_again=self.mutant == "PreEffectAgain",
+                replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume | Race),
+            )
+        else:
+            events = execute(
+                wf,
+                thread.durable,
+                answer=answer,
+                bad_output=getattr(op, "bad_output", None),
+                persist_bad=self.mutant == "InvalidPersist",
+                misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
+                replay_prefix=self.mutant == "PrefixReplay" and isinstance(op, Resume | Race),
+            )
         result = cut(events, getattr(op, "crash", None))
         after_thread = self._after(thread, result, answer)
         after = world.put(name, after_thread)
@@ -432,8 +565,8 @@ class Model:
         durable = result.durable(thread.durable)
         checkpoints = dict(thread.gate_checkpoints)
         for event in result.events:
-            if hasattr(event, "durable") and event.durable.pending is not None:
-                checkpoints[event.durable.pending] = event.durable
+            for gate in _pending(getattr(event, "durable", Durable())):
+                checkpoints[gate] = event.durable
         inflight, kept, crash_kind = None, None, None
         if result.ending == "crashed":
             crash = result.crashed_at
@@ -483,8 +616,9 @@ class Model:
     def _lost_update(self, world: World, op: Race, thread: ThreadModel) -> Alternative:
         """Every racer read the same pending interrupt and consumed it; the last write wins."""
         outcomes, effects, after = [], [], world
-        for value in op.values:
-            (observation, after), *_ = self._run(world, op.thread, thread, op, answer=value)
+        for gate, value in zip(_racer_gates(op, thread), op.values):
+            answer = self._answer(gate, value)
+            (observation, after), *_ = self._run(world, op.thread, thread, op, answer=answer)
             outcomes.append(observation.outcome)
             effects += observation.effects
         state = after.get(op.thread).durable.view(self.workflow)
@@ -505,15 +639,39 @@ def _why_no_stale_handle(workflow: Workflow, thread: ThreadModel, op: StaleResum
         return "a stale handle is taken on a run, not on a fork's branch"
     if thread.checkpoint(op.gate) is None:
         return f"no checkpoint of this thread has gate {op.gate} pending: no handle to it"
-    if op.gate not in thread.durable.done:
+    consumed = thread.durable.done if workflow.shape is None else dict(thread.durable.answers)
+    if op.gate not in consumed:
         return f"gate {op.gate} is not consumed yet: a handle to it is not stale"
     if thread.tampered or thread.damaged:
         return "a tamper reached this thread"
     return ""
 
 
+def _pending(durable: Durable) -> tuple:
+    """The gates (question ids, in a shaped workflow) pending in ``durable``."""
+    pending = durable.pending
+    return () if pending is None else pending if isinstance(pending, tuple) else (pending,)
+
+
+def _racer_gates(op: Race, thread: ThreadModel) -> tuple:
+    """The gate each racer answers: its own (``Race.gates``), else the one pending."""
+    return op.gates or (_pending(thread.durable) or (None,))[:1] * len(op.values)
+
+
+def _stage_undone(workflow: Workflow, durable: Durable) -> Durable:
+    """``durable`` with the finished branches of its current stage visit not done (the answers
+    they took stay recorded)."""
+    stage, visit = workflow.shape.position(durable.done, durable.answers)
+    siblings = {instance(t, visit) for t in workflow.shape.tasks(stage)}
+    return replace(durable, done=tuple(d for d in durable.done if d not in siblings))
+
+
 def _gate_label_choice(workflow: Workflow, durable: Durable) -> Durable | None:
     """The other allowed label of a state whose next task is a gate, or ``None``."""
+    if workflow.shape is not None:
+        # Not modelled for shapes: after a crash the reference reports the questions the
+        # durable state has pending, nothing else (docs/semantics.md §7).
+        return None
     if durable.frontier + 1 not in workflow.gates:
         return None
     return replace(durable, pending=None if durable.pending is not None else durable.frontier + 1)
@@ -533,6 +691,8 @@ def forge_parts(workflow: Workflow, durable: Durable) -> tuple[str, ...]:
     ``"done"`` (the log), ``"answer:<t>"`` for each answered gate, ``"pending"`` (the pending
     gate record).  A store that protects some parts only (a checksum that skips the pending-gate
     record) is caught by an edit of exactly the part it skips."""
+    if workflow.shape is not None:
+        return ()  # forging a shaped state is not modelled: ``forge`` edits a chain
     parts = ["done"] if durable.done or durable.frontier < workflow.n else []
     parts += [f"answer:{t}" for t, _ in durable.answers]
     if durable.pending is not None or _askable(workflow, durable):

@@ -68,15 +68,41 @@ SWITCHES = {
                          "record alone (tamper forged, part pending) is used silently"),
 }
 
+# Switches that only a shaped workflow can expose (docs/contract.md §7), one per way to break its
+# clauses, each in the category the contract gives that way.  Kept apart from ``SWITCHES``: the
+# oracle runs them, the reference target does not plant them yet, so they are no fuzz target.
+SHAPE_SWITCHES = {
+    "SiblingReplay": ("Replay",
+                      "recovery after a crash in one branch runs the stage's finished sibling "
+                      "branches again"),
+    "LostSiblingWrite": ("StateMismatch",
+                         "the join keeps only the branches that finished in the op that "
+                         "completed the stage: an earlier sibling's write is lost"),
+    "CrossedAnswer": ("DoubleConsume",
+                      "an answer to one question of a task also answers its next questions"),
+    "LoopCarry": ("DoubleConsume",
+                  "a loop visit's questions take the previous visit's answers"),
+    "AskedAgain": ("DoubleConsume",
+                   "a task re-run on resume asks the question it just took an answer for again"),
+    "PlainResumePicks": ("DoubleConsume",
+                         "a plain resume with several questions pending silently answers the "
+                         "first of them"),
+    "PreEffectAgain": ("PrefixReplay",
+                       "a task re-run on resume fires its pre-effect again, undocumented"),
+}
+
 
 def mutant_category(name: str) -> str:
-    """The category a mutant (a ``MUTANTS`` name or a ``SWITCHES`` name) plants."""
-    return SWITCHES[name][0] if name in SWITCHES else name
+    """The category a mutant (a ``MUTANTS``, ``SWITCHES`` or ``SHAPE_SWITCHES`` name) plants."""
+    for switches in (SWITCHES, SHAPE_SWITCHES):
+        if name in switches:
+            return switches[name][0]
+    return name
 
 
 def check_mutant(name: str | None) -> str | None:
     """Validate a mutant name; ``None`` is the reference itself."""
-    if name is not None and name not in MUTANTS and name not in SWITCHES:
-        raise ValueError(f"unknown mutant {name!r}; expected one of "
-                         f"{', '.join(MUTANTS + tuple(SWITCHES))}")
+    known = MUTANTS + tuple(SWITCHES) + tuple(SHAPE_SWITCHES)
+    if name is not None and name not in known:
+        raise ValueError(f"unknown mutant {name!r}; expected one of {', '.join(known)}")
     return name

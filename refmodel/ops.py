@@ -99,12 +99,27 @@ class Resume(_Executing):
     """Answer the pending interrupt at the thread's head with ``value`` (RETRY intent).
 
     ``gate``, when set, names the interrupt the caller answers (racers know which one they were
-    shown); a different pending gate, or none, is then nothing to do.
+    shown); a different pending gate, or none, is then nothing to do.  ``answers`` (a shaped
+    workflow, docs/contract.md §7) maps pending question ids to values instead: each named
+    question consumes its value, the rest stay pending.  Held as sorted pairs so that ops hash;
+    a plain resume's JSON form has no such field.
     """
 
     value: str = ""
-    gate: int | None = None
+    gate: int | str | None = None
+    answers: tuple = ()
     name = "resume"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answers", tuple(sorted(dict(self.answers).items())))
+
+    def to_json(self) -> dict:
+        doc = Op.to_json(self)
+        if self.answers:
+            doc["answers"] = dict(self.answers)
+        else:
+            del doc["answers"]  # the form of every resume written before maps existed
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +131,11 @@ class Recover(_Executing):
 
 @dataclass(frozen=True, slots=True)
 class Fork(_Executing):
-    """Resume the checkpoint at which ``gate`` was pending as branch ``new_thread`` (FORK intent)."""
+    """Resume the checkpoint at which ``gate`` was pending as branch ``new_thread`` (FORK intent).
 
-    gate: int = 0
+    In a shaped workflow ``gate`` is a question id, the one the fork answers with ``value``."""
+
+    gate: int | str = 0
     value: str = ""
     new_thread: str = ""
     name = "fork"
@@ -174,17 +191,32 @@ def _forge_part(part) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Race(Op):
-    """``len(values)`` processes resume the same pending interrupt at once from one store."""
+    """``len(values)`` processes resume the same pending interrupt at once from one store.
+
+    ``gates`` (a shaped workflow, docs/contract.md §7), when set, names the question each racer
+    answers, one per racer: racers may target different questions of one thread.  A race that
+    names none has no such field in its JSON form.
+    """
 
     values: tuple[str, ...] = ()
     forced: bool = False  # all racers read before any writes (where the adapter can hold writes)
+    gates: tuple = ()
     name = "race"
     runs = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", tuple(self.values))
+        object.__setattr__(self, "gates", tuple(self.gates))
         if len(self.values) < 2:
             raise InvalidOperation(f"Race.values needs at least two racers, got {self.values!r}")
+        if self.gates and len(self.gates) != len(self.values):
+            raise InvalidOperation(f"Race.gates names one question per racer: {self.gates!r}")
+
+    def to_json(self) -> dict:
+        doc = Op.to_json(self)
+        if not self.gates:
+            del doc["gates"]  # the form of every race written before shapes existed
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +238,7 @@ class StaleResume(Op):
     runs no task), but it *executes* in the target: the adapter makes the framework call.
     """
 
-    gate: int = 0
+    gate: int | str = 0  # a question id in a shaped workflow
     value: str = ""
     name = "stale_resume"
     executes = True

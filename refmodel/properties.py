@@ -69,6 +69,7 @@ def damaged_before(history: list[Step], tamper_scope: str = "thread") -> list[se
 def pc(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
     """Prefix consistency: every readable state is a valid prefix, and reflects what fired."""
     damaged = damaged_before(history, tamper_scope)
+    done: dict = {}  # branch -> task instances a readable state of it showed done (a shape)
     for i, step in enumerate(history):
         state = step.observed.state
         # A tamper's own read shows the damage it made: the framework's reading of it is CV's.
@@ -76,13 +77,45 @@ def pc(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
             continue
         if not state.is_valid(workflow):
             return i
+        if workflow.shape is not None:
+            # A branch's durable prefix only grows: a finished sibling never drops out of it
+            # (docs/contract.md §7, Stages: a sibling's write is never lost).
+            if not done.get(_branch(step), set()) <= set(state.done):
+                return i
+            done[_branch(step)] = set(state.done)
         if step.observed.outcome in ("interrupted", "completed"):
             branch = _branch(step)
             for b, t, v in step.observed.effects:
-                # Reflected: the task is done, and a gate's answer is the value it fired with.
-                if b == branch and (t not in state.done or (v is not None and state.answer(t) != v)):
+                if b == branch and not _reflected(workflow, state, t, v):
                     return i
     return None
+
+
+def _reflected(workflow: Workflow, state, task, value) -> bool:
+    """Does ``state`` reflect the effect ``(task, value)``?  The task is done, and a gate's answer
+    is the value it fired with; in a shaped workflow a task's answers joined in question order,
+    and a pre-effect is reflected by its task's first question being asked (or the task done)."""
+    if workflow.shape is None:
+        return task in state.done and (value is None or state.answer(task) == value)
+    if isinstance(task, str) and task.endswith(".pre"):
+        label = task[: -len(".pre")]
+        first = workflow.shape.questions(label)[0]
+        return (label in state.done or state.answer(first) is not None
+                or first in (state.pending or ()))
+    answers = [state.answer(q) for q in workflow.shape.questions(task)]
+    return task in state.done and (value is None or "/".join(map(str, answers)) == value)
+
+
+def _before(workflow: Workflow, task, gate) -> bool:
+    """Did ``task``'s effect fire before the checkpoint at which ``gate`` was pending?  In a
+    shaped workflow: a task instance of an earlier stage or visit, or the gate's own pre-effect
+    (a sibling finished before the checkpoint is not counted: the fork starts with it done)."""
+    if workflow.shape is None:
+        return task < gate
+    mine, asked = workflow.shape.order(task), workflow.shape.order(gate)
+    if str(task).endswith(".pre"):
+        return mine[:3] == asked[:3] or mine[:2] < asked[:2]
+    return mine[:2] < asked[:2]
 
 
 def eo(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:
@@ -94,7 +127,8 @@ def eo(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
         # A refused fork made no branch: the name may be forked again, from another gate.
         if isinstance(step.op, Fork) and branch not in counts and not _refused(step):
             source = counts.get(step.op.thread, Counter())
-            counts[branch] = Counter({t: c for t, c in source.items() if t < step.op.gate})
+            counts[branch] = Counter({t: c for t, c in source.items()
+                                      if _before(workflow, t, step.op.gate)})
         for b, t, _ in step.observed.effects:
             if (b, t) in excused:  # the re-fire of an effect left in flight is allowed, once
                 excused.discard((b, t))
@@ -118,6 +152,11 @@ def fd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
             continue  # a fork of a damaged thread that ran on is CV's (InvalidPersist)
         fired = {(t, v) for b, t, v in step.observed.effects if b == op.new_thread}
         state = step.observed.state
+        if workflow.shape is not None:
+            # The fork's question takes the value; its task fires once all of its are answered.
+            if state and state.answer(op.gate) != op.value:
+                return i
+            continue
         if (op.gate, op.value) not in fired or (state and state.answer(op.gate) != op.value):
             return i
     return None
@@ -163,15 +202,19 @@ def co(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
     consumed: set = set()
     excused: set = set()
     answered: dict = {}  # (branch, gate) -> the answer its last readable state showed
+    named: set = set()  # (branch, question) the caller answered, in a shaped workflow
+    asked: dict = {}  # (branch, question) -> its answer in the last readable state, or None
     for i, step in enumerate(history):
         state, branch = step.observed.state, _branch(step)
+        if workflow.shape is not None and _question_consumed_twice(step, branch, asked, named):
+            return i
         if isinstance(step.op, StaleResume) and state is not None:
             last = answered.get((branch, step.op.gate))
             if last is not None and state.answer(step.op.gate) not in (None, last):
                 return i
         if state is not None:
             answered.update({(branch, t): v for t, v in state.answers})
-        gates = [(b, t) for b, t, _ in step.observed.effects if t in workflow.gates]
+        gates = [(b, t) for b, t, _ in step.observed.effects if workflow.gated(t)]
         if isinstance(step.op, Race) and len(gates) > len(set(gates)):
             return i
         for key in gates:
@@ -184,9 +227,41 @@ def co(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
             # A branch inherits the source's consumed gates before its own (a refused fork made
             # no branch).
             for b, t in list(consumed):
-                if b == step.op.thread and t < step.op.gate:
+                if b == step.op.thread and _before(workflow, t, step.op.gate):
                     consumed.add((step.op.new_thread, t))
     return None
+
+
+def _question_consumed_twice(step: Step, branch: str, asked: dict, named: set) -> bool:
+    """docs/contract.md §7, per interrupt id: does this step's readable state show a question
+    answered that no caller named (an answer handed to another question or loop visit, or a
+    plain resume with several pending answering one), or an answered question asked again?
+    ``named`` grows with the questions each op names: its map, its gate, a racer's question, or
+    the one question pending before a plain resume (the previous state read on the branch).
+    ``asked`` holds, per branch, each question's answer in the last state read (``None``:
+    pending); a branch starts from its first state, its source's later answers not its own."""
+    op, state = step.op, step.observed.state
+    if isinstance(op, Fork):
+        named |= {(op.new_thread, q) for b, q in set(named) if b == op.thread}
+    names = {q for q, _ in getattr(op, "answers", ())} | set(getattr(op, "gates", ()))
+    if getattr(op, "gate", None) is not None:
+        names.add(op.gate)
+    pending = [q for (b, q), v in asked.items() if b == branch and v is None]
+    if op.name in ("resume", "race") and not names and len(pending) == 1:
+        names.add(pending[0])
+    named |= {(branch, q) for q in names}
+    if state is None or not isinstance(state.pending, tuple | type(None)):
+        return False
+    given = {q for q, _ in state.answers}
+    if any((branch, q) not in named for q in given):
+        return True
+    if any(q in given or asked.get((branch, q)) for q in state.pending or ()):
+        return True
+    for key in [k for k in asked if k[0] == branch and asked[k] is None]:
+        del asked[key]
+    asked.update({(branch, q): None for q in state.pending or ()})
+    asked.update({(branch, q): v for q, v in state.answers})
+    return False
 
 
 def rd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") -> int | None:

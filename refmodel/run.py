@@ -4,7 +4,8 @@ A run from a durable state is written out as events (a task begins, its effect f
 a gate interrupts).  A crash point cuts that list; what survives the cut is what happened.  The
 oracle (``model.py``) and the reference target's tiny framework (``fuzz/targets``) both execute
 these events, so the reference the fuzzer compares against and the reference it runs through the
-worker machinery cannot drift apart.
+worker machinery cannot drift apart.  A chain runs through ``execute``, a shaped workflow
+(docs/contract.md §7) through ``execute_shape``: the same events, over task instances.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .ops import CrashAt
-from .workflow import StateView, Workflow, sorted_pairs
+from .workflow import StateView, Workflow, instance, pre, question, sorted_pairs
 
 BAD = "<bad>"  # what a mutant persists for a task that returned a value outside the schema
 
@@ -125,6 +126,111 @@ def execute(
                 value = workflow.values[(workflow.values.index(value) + 1) % len(workflow.values)]
             d = d.commit(t, value)
         events.append(Commit(t, d))
+    return events
+
+
+def shaped(workflow: Workflow, done, answers, pending) -> Durable:
+    """A shaped workflow's durable state, its labels in the canonical order (``pending`` is a
+    tuple of question ids, ``None`` when nothing is pending)."""
+    view = StateView.of(workflow, done, answers, tuple(pending) or None)
+    return Durable(view.done, view.answers, view.pending)
+
+
+def runnable(workflow: Workflow, durable: Durable) -> bool:
+    """Can a task of a shaped workflow's current stage run (not done, not waiting)?"""
+    shape = workflow.shape
+    position = shape.position(durable.done, durable.answers)
+    if position is None:
+        return False
+    waiting = set(durable.pending or ())
+    return any(instance(t, position[1]) not in durable.done
+               and not waiting & set(shape.questions(instance(t, position[1])))
+               for t in shape.tasks(position[0]))
+
+
+def execute_shape(
+    workflow: Workflow,
+    durable: Durable,
+    given: dict | None = None,
+    *,
+    bad_output: str | None = None,
+    cross_answers: bool = False,
+    carry_answers: bool = False,
+    ask_again: bool = False,
+    lose_siblings: bool = False,
+    pre_again: bool = False,
+    replay_prefix: bool = False,
+) -> list[Event]:
+    """Run a shaped workflow (docs/contract.md §7) from ``durable`` until no branch can move.
+
+    ``given`` maps pending question ids to the values this op consumes.  The stage's branches run
+    in task order, each durable by itself (its interrupt or its commit); a branch whose question
+    is still waiting is left alone.  A task's pre-effect fires as it first begins and is recorded
+    by its first question being asked, in the same step (the pair is atomic, as an effect and its
+    commit are).  The run pauses with one ``Interrupt`` that names every question pending.
+
+    The keyword switches after ``bad_output`` are the shape mutants' hooks: ``cross_answers``
+    (an answer also answers the task's next questions), ``carry_answers`` (a loop visit takes the
+    previous visit's answers), ``ask_again`` (a task re-run asks the question it just answered
+    again), ``lose_siblings`` (the join keeps only the branches that finished in this run),
+    ``pre_again`` (a task re-run fires its pre-effect again), and the chain's ``replay_prefix``.
+    """
+    shape = workflow.shape
+    given = dict(given or {})
+    done, answers = list(durable.done), dict(durable.answers)
+    waiting = [q for q in durable.pending or () if q not in given]
+    events: list[Event] = []
+    if replay_prefix:
+        for label in durable.done:
+            value = "/".join(answers[q] for q in shape.questions(label)) or None
+            events += [Begin(label), Effect(label, value), Commit(label, durable)]
+    position = shape.position(done, answers)
+    while position is not None:
+        stage, visit = position
+        finished_before = [instance(t, visit) for t in shape.tasks(stage)
+                           if instance(t, visit) in done]
+        for t in shape.tasks(stage):
+            label = instance(t, visit)
+            questions = shape.questions(label)
+            if label in done or set(waiting) & set(questions):
+                continue  # finished, or still waiting for its answer
+            events.append(Begin(label))
+            if shape.spec(t).pre_effect and (pre_again or not any(
+                    q in answers or q in (durable.pending or ()) for q in questions)):
+                events.append(Effect(pre(label), None))
+            asks, carried = None, None
+            for k, q in enumerate(questions, 1):
+                if q in answers:
+                    continue
+                previous = question(instance(t, visit - 1), k) if visit > 1 else None
+                if q in given:
+                    answers[q] = carried = given.pop(q)
+                    if ask_again:
+                        asks = q  # the re-run does not find the answer it just took
+                        break
+                elif cross_answers and carried is not None:
+                    answers[q] = carried
+                elif carry_answers and previous in answers:
+                    answers[q] = answers[previous]
+                else:
+                    asks = q
+                    break
+            if asks is not None:
+                waiting.append(asks)
+                events.append(Interrupt(label, shaped(workflow, done, answers, waiting)))
+                continue
+            events.append(Effect(label, "/".join(answers[q] for q in questions) or None))
+            if bad_output == label:
+                events.append(BadOutput(label))
+                return events
+            done.append(label)
+            events.append(Commit(label, shaped(workflow, done, answers, waiting)))
+        if waiting:
+            events.append(Interrupt(None, shaped(workflow, done, answers, waiting)))
+            return events
+        if lose_siblings:
+            done = [d for d in done if d not in finished_before]
+        position = shape.after(stage, visit, answers)
     return events
 
 
