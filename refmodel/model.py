@@ -30,7 +30,7 @@ from .ops import (
 )
 from .ops import LINEAGE_SCOPES, TAMPER_SCOPES
 from .run import BAD, Cut, Durable, cut, execute, execute_shape, rewind, runnable
-from .workflow import Workflow, instance, sorted_pairs
+from .workflow import Workflow, instance, parse, sorted_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,8 @@ class ThreadModel:
 
     ``inflight`` is a task whose effect fired without the task completing (a re-fire is allowed);
     ``kept`` is an answer given to a consume that crashed before the gate completed (recovery may
-    finish the gate with it); ``crash_kind`` says how the thread last died, while it still needs
+    finish the gate with it; in a shaped workflow the sorted ``(question, value)`` pairs the
+    crash left undurable); ``crash_kind`` says how the thread last died, while it still needs
     recovery.  ``gate_checkpoints`` keeps, per gate, the latest checkpoint at which it was pending:
     the checkpoints a fork can address.
 
@@ -55,7 +56,7 @@ class ThreadModel:
     gate_checkpoints: tuple = ()  # sorted (gate, Durable)
     tampered: str | None = None
     inflight: int | None = None
-    kept: str | None = None
+    kept: str | tuple | None = None
     crash_kind: str | None = None
     damaged: bool = False
     lineage: str | None = None
@@ -286,8 +287,13 @@ class Model:
         if named is None and pending:
             named = {pending[0]: op.value}
         if named and set(named) <= set(pending):
-            return self._or_refused(thread, world,
-                                    self._run(world, op.thread, thread, op, answer=named))
+            alternatives = self._run(world, op.thread, thread, op, answer=named)
+            if thread.kept is not None and not dict(thread.kept).items() <= named.items():
+                # Section 3: the answers a crash left kept may finish their questions once,
+                # whichever call continues the run.
+                kept = {**named, **dict(thread.kept)}
+                alternatives += self._run(world, op.thread, thread, op, answer=kept)
+            return self._or_refused(thread, world, alternatives)
         return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
 
     def _stale_resume(self, world: World, op: StaleResume):
@@ -353,8 +359,12 @@ class Model:
         # A shaped thread can be interrupted and still have a branch to run (a crash in a
         # sibling after one branch asked): recovery runs whatever can run, from the durable
         # state, and leaves the questions pending.
+        # A crash while consuming answers leaves them kept (section 3): recovery may finish
+        # their tasks once with them, or leave the questions to be asked again.
+        kept = [] if thread.kept is None else self._run(world, op.thread, thread, op,
+                                                        dict(thread.kept))
         if not runnable(self.workflow, thread.durable):
-            return self._or_refused(thread, world, self._nothing_to_do(world, op.thread))
+            return self._or_refused(thread, world, self._nothing_to_do(world, op.thread) + kept)
         if self.mutant == "Stuck" and thread.crash_kind == "sigkill":
             return [self._refused(world, op.thread)]
         if self.mutant == "SiblingReplay" and thread.needs_recovery:
@@ -364,7 +374,8 @@ class Model:
         if replay and thread.durable.done:
             # Restart at the last completed task instance (the answers it took stay recorded).
             thread = replace(thread, durable=replace(thread.durable, done=thread.durable.done[:-1]))
-        return self._or_refused(thread, world, self._run(world, op.thread, thread, op, None))
+        return self._or_refused(thread, world,
+                                self._run(world, op.thread, thread, op, None) + kept)
 
     def _fork(self, world: World, op: Fork):
         source = world.get(op.thread)
@@ -520,6 +531,8 @@ class Model:
         if wf.shape is not None:
             events = execute_shape(
                 wf, thread.durable, answer, bad_output=getattr(op, "bad_output", None),
+                persist_bad=self.mutant == "InvalidPersist",
+                misrecord_answers=self.mutant == "StateMismatch" and isinstance(op, Resume),
                 cross_answers=self.mutant == "CrossedAnswer",
                 carry_answers=self.mutant == "LoopCarry",
                 ask_again=self.mutant == "AskedAgain",
@@ -544,7 +557,8 @@ class Model:
         effects = [(name, e.task, e.value) for e in result.effects()]
         outcome = result.ending
         alternatives = [(Observation(outcome, effects, state), after)]
-        unasked = _gate_label_choice(wf, after_thread.durable) if outcome == "crashed" else None
+        unasked = (_gate_label_choice(wf, after_thread.durable, after_thread.kept)
+                   if outcome == "crashed" else None)
         if unasked is not None:
             # docs/contract.md §3: after a crash while an answer was being consumed, or after a task
             # whose successor is a gate, "interrupted, gate pending" and "incomplete, nothing
@@ -573,7 +587,12 @@ class Model:
             crash_kind = crash.kind
             inflight = crash.task if crash.phase == "in_flight" else None
             gate = thread.durable.pending
-            if answer is not None and gate == crash.task and crash.phase != "after_commit":
+            if isinstance(answer, dict):
+                # A shaped run consumes its map as its branches begin: whatever the crash left
+                # undurable was being consumed (the framework holds the whole map).
+                kept = tuple(sorted((q, v) for q, v in answer.items()
+                                    if q not in dict(durable.answers))) or None
+            elif answer is not None and gate == crash.task and crash.phase != "after_commit":
                 kept = answer  # the answer was being consumed when the run died
         elif result.ending == "rejected":  # BadOutput: the task's effect fired, it did not return
             crash_kind = "rejected"
@@ -666,12 +685,21 @@ def _stage_undone(workflow: Workflow, durable: Durable) -> Durable:
     return replace(durable, done=tuple(d for d in durable.done if d not in siblings))
 
 
-def _gate_label_choice(workflow: Workflow, durable: Durable) -> Durable | None:
-    """The other allowed label of a state whose next task is a gate, or ``None``."""
+def _gate_label_choice(workflow: Workflow, durable: Durable, kept=None) -> Durable | None:
+    """The other allowed label of a state whose next task is a gate, or ``None``.
+
+    In a shaped workflow: after a crash while answers were being consumed (``kept``), the
+    questions they answer may read as not asked (they will be asked again).  Not a question
+    whose asking records its task's pre-effect: reading it unasked would excuse a second
+    pre-effect.  The label after a task whose successor asks is not modelled for shapes."""
     if workflow.shape is not None:
-        # Not modelled for shapes: after a crash the reference reports the questions the
-        # durable state has pending, nothing else (docs/semantics.md §7).
-        return None
+        shape = workflow.shape
+        unasked = {q for q, _ in kept or ()
+                   if not (q.endswith(".q1") and shape.spec(parse(q)[0]).pre_effect)}
+        pending = _pending(durable)
+        if not unasked & set(pending):
+            return None
+        return replace(durable, pending=tuple(q for q in pending if q not in unasked) or None)
     if durable.frontier + 1 not in workflow.gates:
         return None
     return replace(durable, pending=None if durable.pending is not None else durable.frontier + 1)

@@ -154,6 +154,8 @@ def execute_shape(
     given: dict | None = None,
     *,
     bad_output: str | None = None,
+    persist_bad: bool = False,
+    misrecord_answers: bool = False,
     cross_answers: bool = False,
     carry_answers: bool = False,
     ask_again: bool = False,
@@ -173,11 +175,13 @@ def execute_shape(
     (an answer also answers the task's next questions), ``carry_answers`` (a loop visit takes the
     previous visit's answers), ``ask_again`` (a task re-run asks the question it just answered
     again), ``lose_siblings`` (the join keeps only the branches that finished in this run),
-    ``pre_again`` (a task re-run fires its pre-effect again), and the chain's ``replay_prefix``.
+    ``pre_again`` (a task re-run fires its pre-effect again), and the chain's ``persist_bad``,
+    ``misrecord_answers`` and ``replay_prefix``.
     """
     shape = workflow.shape
     given = dict(given or {})
     done, answers = list(durable.done), dict(durable.answers)
+    said = dict(answers)  # the values as given, which an effect carries (a mutant may misrecord)
     waiting = [q for q in durable.pending or () if q not in given]
     events: list[Event] = []
     if replay_prefix:
@@ -204,14 +208,17 @@ def execute_shape(
                     continue
                 previous = question(instance(t, visit - 1), k) if visit > 1 else None
                 if q in given:
-                    answers[q] = carried = given.pop(q)
+                    said[q] = answers[q] = carried = given.pop(q)
+                    if misrecord_answers:  # persist the next value in line, as on a chain
+                        values = workflow.values
+                        answers[q] = values[(values.index(carried) + 1) % len(values)]
                     if ask_again:
                         asks = q  # the re-run does not find the answer it just took
                         break
                 elif cross_answers and carried is not None:
-                    answers[q] = carried
+                    said[q] = answers[q] = carried
                 elif carry_answers and previous in answers:
-                    answers[q] = answers[previous]
+                    said[q] = answers[q] = said.get(previous, answers[previous])
                 else:
                     asks = q
                     break
@@ -219,11 +226,11 @@ def execute_shape(
                 waiting.append(asks)
                 events.append(Interrupt(label, shaped(workflow, done, answers, waiting)))
                 continue
-            events.append(Effect(label, "/".join(answers[q] for q in questions) or None))
-            if bad_output == label:
+            events.append(Effect(label, "/".join(said[q] for q in questions) or None))
+            if bad_output == label and not persist_bad:
                 events.append(BadOutput(label))
                 return events
-            done.append(label)
+            done.append(BAD if bad_output == label else label)
             events.append(Commit(label, shaped(workflow, done, answers, waiting)))
         if waiting:
             events.append(Interrupt(None, shaped(workflow, done, answers, waiting)))

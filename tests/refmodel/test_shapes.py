@@ -7,6 +7,9 @@ import pytest
 
 from refmodel import (
     CATEGORIES,
+    MUTANTS,
+    Observation,
+    classify,
     SHAPE_SWITCHES,
     SWITCHES,
     CrashAt,
@@ -220,9 +223,52 @@ def test_reference_never_diverges_from_itself_on_a_shape(workflow):
     assert shortest_exposure(workflow, None, depth=2) is None
 
 
-@pytest.mark.parametrize("mutant,length", [("Replay", 3), ("ForkIgnore", 3), ("LostUpdate", 2),
-                                           ("PrefixReplay", 2), ("Stuck", 2)])
-def test_chain_mutants_still_show_on_a_shape(mutant, length):
+# Replay and NondetRecovery need a resume first: a crash beside the pending question leaves
+# nothing to recover.
+ON_A_SHAPE = {"Replay": 3, "ForkIgnore": 3, "InvalidPersist": 1, "NondetRecovery": 3,
+              "DoubleConsume": 3, "PrefixReplay": 2, "LostUpdate": 2, "Stuck": 2,
+              "StateMismatch": 2}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS)
+def test_every_category_mutant_still_shows_on_a_shape(mutant):
     exposure = shortest_exposure(BESIDE, mutant, depth=3)
     assert exposure is not None and exposure.divergence.category == mutant
-    assert exposure.length == length
+    assert exposure.length == ON_A_SHAPE[mutant]
+
+
+def test_a_shaped_observation_round_trips():
+    *_, observed = run(ASKS, [Start("t0"), Resume("t0", value="a")])
+    doc = json.loads(json.dumps(observed.to_json()))
+    assert doc["state"]["pending"] == ["1.q2"]
+    assert Observation.from_json(doc) == observed
+
+
+def test_a_documented_pre_effect_rerun_is_adopted_and_the_search_goes_on():
+    # A framework that re-runs the task from its start (a D) fires the pre-effect again; the
+    # judge adopts what it persisted, and the next resume is judged from there.
+    model = Model(ASKS)
+    _, world = model.step(World(), Start("t0"))[0]
+    op = Resume("t0", value="a")
+    expected = model.step(world, op)[0][0]
+    observed = Observation("interrupted", (("t0", "1.pre", None),), expected.state)
+    divergence = classify(model, world, op, [expected], observed)
+    assert divergence.rule == "pre-effect-fired-again" and divergence.category == "PrefixReplay"
+    after = model.adopt(world, op, observed)
+    assert after.get("t0").durable.pending == ("1.q2",)
+    assert model.step(after, Resume("t0", value="b"))[0][0].effects == (
+        ("t0", "1", "a/b"), ("t0", "2", None))
+
+
+def test_a_crash_while_consuming_leaves_the_answer_kept_or_the_question_to_ask_again():
+    # docs/contract.md §3's freedom, per question: the crashed resume's question may read as
+    # pending or as not asked, and recovery may finish it once with the kept answer.
+    model = Model(TWO)
+    _, world = model.step(World(), Start("t0"))[0]
+    crashed = model.step(world, Resume("t0", answers={"1.q1": "a"},
+                                       crash=CrashAt("1", "before_effect")))
+    assert {o.state.pending for o, _ in crashed} == {("1.q1", "2.q1"), ("2.q1",)}
+    for _, after in crashed:
+        recovered = model.step(after, Recover("t0"))
+        assert (("t0", "1", "a"),) in {o.effects for o, _ in recovered}
+        assert all(len(o.effects) <= 1 for o, _ in recovered)  # finished once, at most
