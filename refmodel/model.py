@@ -29,7 +29,7 @@ from .ops import (
     TwinRecover,
 )
 from .ops import LINEAGE_SCOPES, TAMPER_SCOPES
-from .run import BAD, Cut, Durable, cut, execute, execute_shape, rewind, runnable
+from .run import BAD, Cut, Durable, cut, execute, execute_shape, rewind, runnable, shaped
 from .workflow import Workflow, instance, parse, sorted_pairs
 
 
@@ -557,9 +557,14 @@ class Model:
         effects = [(name, e.task, e.value) for e in result.effects()]
         outcome = result.ending
         alternatives = [(Observation(outcome, effects, state), after)]
-        unasked = (_gate_label_choice(wf, after_thread.durable, after_thread.kept)
-                   if outcome == "crashed" else None)
-        if unasked is not None:
+        if outcome != "crashed":
+            labels = []
+        elif wf.shape is None:
+            labels = [_gate_label_choice(wf, after_thread.durable)]
+        else:
+            labels = _shape_label_choices(wf, thread.durable, after_thread.durable,
+                                          after_thread.kept)
+        for unasked in filter(None, labels):
             # docs/contract.md §3: after a crash while an answer was being consumed, or after a task
             # whose successor is a gate, "interrupted, gate pending" and "incomplete, nothing
             # pending (the gate will be asked again)" are both allowed: the other label.
@@ -685,21 +690,38 @@ def _stage_undone(workflow: Workflow, durable: Durable) -> Durable:
     return replace(durable, done=tuple(d for d in durable.done if d not in siblings))
 
 
-def _gate_label_choice(workflow: Workflow, durable: Durable, kept=None) -> Durable | None:
-    """The other allowed label of a state whose next task is a gate, or ``None``.
+def _shape_label_choices(workflow: Workflow, before: Durable, durable: Durable,
+                         kept) -> list[Durable]:
+    """The other allowed labels of the state a crash left in a shaped workflow (section 3, per
+    question): a question being answered (``kept``) or asked by the crashed run may read as not
+    asked, and the next question a branch would ask as asked.  Never the first question of a
+    task with a pre-effect: its asking records the pre-effect, so reading it either way would
+    excuse a second pre-effect or hide one."""
+    shape = workflow.shape
 
-    In a shaped workflow: after a crash while answers were being consumed (``kept``), the
-    questions they answer may read as not asked (they will be asked again).  Not a question
-    whose asking records its task's pre-effect: reading it unasked would excuse a second
-    pre-effect.  The label after a task whose successor asks is not modelled for shapes."""
-    if workflow.shape is not None:
-        shape = workflow.shape
-        unasked = {q for q, _ in kept or ()
-                   if not (q.endswith(".q1") and shape.spec(parse(q)[0]).pre_effect)}
-        pending = _pending(durable)
-        if not unasked & set(pending):
-            return None
-        return replace(durable, pending=tuple(q for q in pending if q not in unasked) or None)
+    def free(q) -> bool:
+        return not (q.endswith(".q1") and shape.spec(parse(q)[0]).pre_effect)
+
+    pending = _pending(durable)
+    unasked = {q for q in pending if free(q) and (q in dict(kept or ()) or q not in _pending(before))}
+    askable = set()
+    position = shape.position(durable.done, durable.answers)
+    if position is not None:
+        for t in shape.tasks(position[0]):
+            label = instance(t, position[1])
+            questions = [q for q in shape.questions(label) if q not in dict(durable.answers)]
+            if label not in durable.done and questions and not set(questions) & set(pending):
+                askable |= {questions[0]} if free(questions[0]) else set()
+    choices = []
+    for drop, add in ((unasked, set()), (set(), askable), (unasked, askable)):
+        labels = (set(pending) - drop) | add
+        if (drop or add) and labels != set(pending):
+            choices.append(shaped(workflow, durable.done, durable.answers, labels))
+    return choices
+
+
+def _gate_label_choice(workflow: Workflow, durable: Durable) -> Durable | None:
+    """The other allowed label of a state whose next task is a gate, or ``None``."""
     if durable.frontier + 1 not in workflow.gates:
         return None
     return replace(durable, pending=None if durable.pending is not None else durable.frontier + 1)

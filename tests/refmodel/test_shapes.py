@@ -272,3 +272,13 @@ def test_a_crash_while_consuming_leaves_the_answer_kept_or_the_question_to_ask_a
         recovered = model.step(after, Recover("t0"))
         assert (("t0", "1", "a"),) in {o.effects for o, _ in recovered}
         assert all(len(o.effects) <= 1 for o, _ in recovered)  # finished once, at most
+
+
+def test_after_a_crash_the_next_question_may_read_as_asked():
+    # The label freedom after a task whose successor asks (docs/contract.md §3), per question.
+    model = Model(SIBLINGS)
+    crashed = model.step(World(), Start("t0", crash=CrashAt("2", "after_commit")))
+    assert {o.state.pending for o, _ in crashed} == {None, ("3.q1",)}
+    # Not where asking records a pre-effect: that label would hide or excuse a second one.
+    crashed = Model(ASKS).step(World(), Start("t0", crash=CrashAt("1", "before_effect")))
+    assert {o.state.pending for o, _ in crashed} == {None}
