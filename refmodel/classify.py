@@ -370,7 +370,7 @@ def _at_or_after(workflow, task, gate) -> bool:
     question's own task instance, or one in a later stage or visit (a pre-effect is before)."""
     if workflow.shape is None:
         return task >= gate
-    if not isinstance(task, str) or task.endswith(".pre"):
+    if not (workflow.shape.knows(task) and workflow.shape.knows(gate)) or task.endswith(".pre"):
         return False
     mine, asked = workflow.shape.order(task), workflow.shape.order(gate)
     return mine[:3] == asked[:3] or mine[:2] > asked[:2]
@@ -496,7 +496,7 @@ def _pre_effect_fired_again(ctx: Context) -> str | None:
     if wf.shape is None or base is None:
         return None
     asked = {q for q, _ in base.answers} | set(base.pending or ())
-    again = sorted({t for t, _ in ctx.fired if isinstance(t, str) and t.endswith(".pre")
+    again = sorted({t for t, _ in ctx.fired if wf.shape.knows(t) and t.endswith(".pre")
                     and asked & set(wf.shape.questions(t[: -len(".pre")]))})
     if again:
         return f"pre-effect(s) {again} fired again: their task's question was asked already"

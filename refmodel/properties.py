@@ -97,7 +97,9 @@ def _reflected(workflow: Workflow, state, task, value) -> bool:
     and a pre-effect is reflected by its task's first question being asked (or the task done)."""
     if workflow.shape is None:
         return task in state.done and (value is None or state.answer(task) == value)
-    if isinstance(task, str) and task.endswith(".pre"):
+    if not workflow.shape.knows(task):
+        return False
+    if task.endswith(".pre"):
         label = task[: -len(".pre")]
         first = workflow.shape.questions(label)[0]
         return (label in state.done or state.answer(first) is not None
@@ -112,6 +114,8 @@ def _before(workflow: Workflow, task, gate) -> bool:
     (a sibling finished before the checkpoint is not counted: the fork starts with it done)."""
     if workflow.shape is None:
         return task < gate
+    if not (workflow.shape.knows(task) and workflow.shape.knows(gate)):
+        return False
     mine, asked = workflow.shape.order(task), workflow.shape.order(gate)
     if str(task).endswith(".pre"):
         return mine[:3] == asked[:3] or mine[:2] < asked[:2]

@@ -122,6 +122,17 @@ class Shape:
         return tuple(instance(t, v) for s in range(1, len(self.stages) + 1)
                      for v in range(1, self.visits(s) + 1) for t in self.tasks(s))
 
+    def knows(self, label) -> bool:
+        """Is ``label`` a task instance, question or pre-effect of this shape?  Labels come from
+        adapters too, so a stranger must be told apart, never crash a reader."""
+        if not isinstance(label, str):
+            return False
+        base, _, rest = label.partition(".")
+        if base not in self.instances():
+            return False
+        return (not rest or label in self.questions(base)
+                or (rest == "pre" and self.spec(parse(base)[0]).pre_effect))
+
     def questions(self, label: str) -> tuple[str, ...]:
         return tuple(question(label, k) for k in range(1, self.spec(parse(label)[0]).questions + 1))
 
@@ -216,7 +227,7 @@ class Workflow:
         """Is ``label`` (a task, or a task instance of a shape) a task that asks?"""
         if self.shape is None:
             return label in self.gates
-        return isinstance(label, str) and "." not in label and parse(label)[0] in self.gates
+        return self.shape.knows(label) and "." not in label and parse(label)[0] in self.gates
 
     def to_json(self) -> dict:
         doc = {"n": self.n, "gates": sorted(self.gates), "values": list(self.values)}
@@ -330,6 +341,13 @@ def _shape_valid(workflow: Workflow, view: StateView) -> bool:
     """A shaped state's schema: known labels, no label twice, answers drawn from ``values``,
     the status its content implies.  Which labels go together (a sibling lost, a question
     asked again) is prefix consistency's matter, not the schema's (docs/semantics.md §7)."""
+    try:
+        return _shape_fits(workflow, view)
+    except TypeError:  # unhashable garbage: a store can hold anything
+        return False
+
+
+def _shape_fits(workflow: Workflow, view: StateView) -> bool:
     shape = workflow.shape
     instances = set(shape.instances())
     asks = {q for label in instances for q in shape.questions(label)}
