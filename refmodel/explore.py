@@ -116,10 +116,15 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
             ops += executing(lambda **kw: Resume(name, answers=answers, **kw))
         ops += executing(lambda **kw: Recover(name, **kw))
         if len(names) < max_threads:
-            for gate, _ in thread.gate_checkpoints:
+            for gate, checkpoint in thread.gate_checkpoints:
+                others = [q for q in checkpoint.pending if q != gate]
                 for value in wf.values:
                     new = f"f{len(names)}"
                     ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
+                    if others:  # the whole checkpoint answered by one map
+                        ops += executing(lambda **kw: Fork(
+                            name, gate=gate, value=value, new_thread=new,
+                            answers=[(q, value) for q in others], **kw))
         ops.append(Query(name))
         ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
         ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]

@@ -198,7 +198,9 @@ class Model:
         status = thread.durable.view(wf).status
         if isinstance(op, Race):
             values = op.values
-        elif isinstance(op, Resume | Fork | StaleResume):
+        elif isinstance(op, Fork):
+            values = [op.value, *(v for _, v in op.answers)]
+        elif isinstance(op, Resume | StaleResume):
             values = [v for _, v in getattr(op, "answers", ())] or [op.value]
         else:
             values = ()
@@ -222,8 +224,12 @@ class Model:
             if not set(op.gates) <= set(pending):
                 return f"a racer's question is not pending ({pending})"
         if isinstance(op, Fork):
-            if thread.checkpoint(op.gate) is None:
+            checkpoint = thread.checkpoint(op.gate)
+            if checkpoint is None:
                 return f"no checkpoint of this thread has question {op.gate!r} pending"
+            others = {q for q, _ in op.answers}
+            if op.gate in others or not others <= set(_pending(checkpoint)):
+                return f"a fork's map names other questions pending at its checkpoint: {others}"
             if not op.new_thread or world.get(op.new_thread) is not None:
                 return f"fork needs a new thread name, got {op.new_thread!r}"
         if isinstance(op, Tamper):
@@ -394,8 +400,11 @@ class Model:
                              lineage=source.lineage or op.thread)
         # A fork that crashes before its gate ran may leave its interrupt persisted or not: the
         # label freedom of ``_run`` (section 3) covers it.
-        return self._or_refused(branch, world, self._run(world, op.new_thread, branch, op,
-                                                         answer=self._answer(op.gate, value)))
+        answer = self._answer(op.gate, value)
+        if op.answers:
+            answer = {**dict(op.answers), **answer}
+        return self._or_refused(branch, world,
+                                self._run(world, op.new_thread, branch, op, answer=answer))
 
     def _query(self, world: World, op: Query):
         thread = world.get(op.thread)

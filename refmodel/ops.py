@@ -133,12 +133,27 @@ class Recover(_Executing):
 class Fork(_Executing):
     """Resume the checkpoint at which ``gate`` was pending as branch ``new_thread`` (FORK intent).
 
-    In a shaped workflow ``gate`` is a question id, the one the fork answers with ``value``."""
+    In a shaped workflow ``gate`` is a question id, the one the fork answers with ``value``, and
+    ``answers`` may map other questions pending at that checkpoint to their values (a fork takes
+    a map as a resume does, docs/contract.md §7); a fork without one has no such JSON field.
+    """
 
     gate: int | str = 0
     value: str = ""
     new_thread: str = ""
+    answers: tuple = ()
     name = "fork"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answers", tuple(sorted(dict(self.answers).items())))
+
+    def to_json(self) -> dict:
+        doc = Op.to_json(self)
+        if self.answers:
+            doc["answers"] = dict(self.answers)
+        else:
+            del doc["answers"]  # the form of every fork written before maps existed
+        return doc
 
 
 @dataclass(frozen=True, slots=True)

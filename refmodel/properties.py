@@ -157,8 +157,10 @@ def fd(workflow: Workflow, history: list[Step], tamper_scope: str = "thread") ->
         fired = {(t, v) for b, t, v in step.observed.effects if b == op.new_thread}
         state = step.observed.state
         if workflow.shape is not None:
-            # The fork's question takes the value; its task fires once all of its are answered.
-            if state and state.answer(op.gate) != op.value:
+            # Each question the fork names takes its value; a task fires once all of its are
+            # answered, so the effect is no per-question evidence.
+            wanted = {**dict(op.answers), op.gate: op.value}
+            if state and any(state.answer(q) != v for q, v in wanted.items()):
                 return i
             continue
         if (op.gate, op.value) not in fired or (state and state.answer(op.gate) != op.value):

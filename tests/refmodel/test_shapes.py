@@ -170,6 +170,18 @@ def test_fork_and_stale_handle_by_question_id():
     assert all(not o.effects for o, _ in stale)
 
 
+def test_a_fork_takes_a_map_of_the_questions_pending_at_its_checkpoint():
+    assert "answers" not in Fork("t0", gate=2, value="a", new_thread="f1").to_json()
+    fork = Fork("t0", gate="1.q1", value="a", new_thread="f1", answers={"2.q1": "b"})
+    assert op_from_json(json.loads(json.dumps(fork.to_json()))) == fork
+    *_, branch = run(TWO, [Start("t0"), fork])
+    assert branch.effects == (("f1", "1", "a"), ("f1", "2", "b"), ("f1", "3", None))
+    model = Model(TWO)
+    _, world = model.step(World(), Start("t0"))[0]
+    bad = Fork("t0", gate="1.q1", value="a", new_thread="f1", answers={"1.q1": "b"})
+    assert "map names other questions" in model.why_disabled(world, bad)
+
+
 def test_racers_on_different_questions_each_consume_theirs():
     model = Model(TWO)
     _, world = model.step(World(), Start("t0"))[0]
