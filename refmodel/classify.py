@@ -391,8 +391,10 @@ def _given(ctx: Context) -> set:
     if isinstance(op, Race):
         return set(op.values)
     if isinstance(op, Resume | Fork | StaleResume):
-        return {op.value}
+        return {op.value} | {v for _, v in getattr(op, "answers", ())}
     kept = ctx.thread.kept if ctx.thread is not None else None
+    if isinstance(kept, tuple):  # a shaped thread keeps (question, value) pairs
+        return {v for _, v in kept}
     return {kept} if kept is not None else set()
 
 
@@ -403,7 +405,7 @@ def _earlier_values(ctx: Context) -> set:
         op = _step(step)[0]
         mine = op.thread == ctx.op.thread or getattr(op, "new_thread", None) == ctx.op.thread
         if mine and isinstance(op, Resume | Fork | StaleResume):
-            values.add(op.value)
+            values |= {op.value} | {v for _, v in getattr(op, "answers", ())}
         elif mine and isinstance(op, Race):
             values.update(op.values)
     return values
@@ -459,16 +461,17 @@ def _unnamed_question_answered(ctx: Context) -> str | None:
 
 
 def _question_took_another_answer(ctx: Context) -> str | None:
-    # docs/contract.md §7: a question the caller never answered holds an answer (another
-    # question's of the same task, or the previous loop visit's): one answer consumed twice.
+    # docs/contract.md §7: a question the caller never answered holds an answer given to this
+    # thread (another question's of the same task, or the previous loop visit's): one answer
+    # consumed twice.  A value never given is no answer consumed again: PC's, rule 20.
     state = _shaped_state(ctx)
     if state is None:
         return None
     before = dict(ctx.base.answers) if ctx.base is not None else {}
     allowed = {pair for e in ctx.allowed if e.state is not None for pair in e.state.answers}
-    named = ctx.named()
+    named, given = ctx.named(), _given(ctx) | _earlier_values(ctx)
     for q, v in state.answers:
-        if q not in before and q not in named and (q, v) not in allowed:
+        if q not in before and q not in named and (q, v) not in allowed and v in given:
             return (f"question {q} took {v!r}, though the caller never answered it (an answer "
                     "given to another question or loop visit)")
     return None

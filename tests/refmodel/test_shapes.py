@@ -21,6 +21,7 @@ from refmodel import (
     Recover,
     Resume,
     Shape,
+    StateView,
     StaleResume,
     Start,
     Task,
@@ -294,3 +295,16 @@ def test_after_a_crash_the_next_question_may_read_as_asked():
     # Not where asking records a pre-effect: that label would hide or excuse a second one.
     crashed = Model(ASKS).step(World(), Start("t0", crash=CrashAt("1", "before_effect")))
     assert {o.state.pending for o, _ in crashed} == {None}
+
+
+def test_an_answer_never_given_is_a_state_mismatch_not_a_second_consume():
+    model = Model(ASKS)
+    _, world = model.step(World(), Start("t0"))[0]
+    op = Resume("t0", value="a")
+    allowed = [o for o, _ in model.step(world, op)]
+    crossed = StateView.of(ASKS, (), {"1.q1": "a", "1.q2": "a"}, None)
+    invented = StateView.of(ASKS, (), {"1.q1": "a", "1.q2": "b"}, None)
+    assert classify(model, world, op, allowed, Observation("interrupted", (), crossed)).rule == (
+        "question-took-another-answer")
+    assert classify(model, world, op, allowed, Observation("interrupted", (), invented)).rule == (
+        "state-differs")
