@@ -245,6 +245,12 @@ class Model:
             return _why_no_stale_handle(wf, thread, op)
         return ""
 
+    def _asked_by(self, gate, later) -> bool:
+        """Is ``gate`` asked no later than ``later`` in a run (in a shape: by stage, visit,
+        task, question)?"""
+        shape = self.workflow.shape
+        return gate <= later if shape is None else shape.order(gate) <= shape.order(later)
+
     def _answer(self, gate, value):
         """What a run consumes for ``value`` given at ``gate``: the value itself on a chain (it
         goes to the first gate reached), a one-question map in a shaped workflow."""
@@ -517,7 +523,8 @@ class Model:
         # is no checkpoint a later fork can address.
         before = world.get(name)
         prior = ({g for g, _ in before.gate_checkpoints} if before is not None else
-                 {g for g, _ in thread.gate_checkpoints if isinstance(op, Fork) and g <= op.gate})
+                 {g for g, _ in thread.gate_checkpoints
+                  if isinstance(op, Fork) and self._asked_by(g, op.gate)})
         checkpoints = {g: c for g, c in thread.gate_checkpoints
                        if g in prior or _leads_to(c, durable)}
         for gate in _pending(durable):

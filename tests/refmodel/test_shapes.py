@@ -308,3 +308,16 @@ def test_an_answer_never_given_is_a_state_mismatch_not_a_second_consume():
         "question-took-another-answer")
     assert classify(model, world, op, allowed, Observation("interrupted", (), invented)).rule == (
         "state-differs")
+
+
+def test_adopting_a_fork_keeps_only_the_checkpoints_its_branch_went_through():
+    # The canonical branch (the fork answers "a", so the loop asks visit 2) reaches 1#2.q1;
+    # the branch adopted took another way, so that checkpoint is none of its own, even though
+    # the label "1#2.q1" sorts before "1.q1" as a string.
+    model = Model(LOOP)
+    _, world = model.step(World(), Start("t0"))[0]
+    fork = Fork("t0", gate="1.q1", value="a", new_thread="f1")
+    observed = Observation("completed", (("f1", "1", "a"), ("f1", "2", None)),
+                           StateView.of(LOOP, ("1", "2"), {"1.q1": "b"}, None))
+    branch = model.adopt(world, fork, observed).get("f1")
+    assert {g for g, _ in branch.gate_checkpoints} == {"1.q1"}
