@@ -126,7 +126,9 @@ class Context:
         (``None`` for a start)."""
         if self.thread is None:
             return None
-        return self.thread.checkpoint(self.op.gate) if isinstance(self.op, Fork) else self.thread.durable
+        if isinstance(self.op, Fork):
+            return self.thread.checkpoint(self.op.gate)
+        return self.thread.durable
 
     def named(self) -> set:
         """The questions of a shaped workflow this op answers by name (a plain resume names

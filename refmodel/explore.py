@@ -109,7 +109,8 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
         pending = thread.durable.pending or ()
         maps = [((q, v),) for q in pending for v in wf.values]
         if len(pending) > 1:
-            maps += [tuple(zip(pending, vs)) for vs in itertools.product(wf.values, repeat=len(pending))]
+            maps += [tuple(zip(pending, vs))
+                     for vs in itertools.product(wf.values, repeat=len(pending))]
         for value in wf.values:
             ops += executing(lambda **kw: Resume(name, value=value, **kw))
         for answers in maps:
@@ -120,7 +121,8 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
                 others = [q for q in checkpoint.pending if q != gate]
                 for value in wf.values:
                     new = f"f{len(names)}"
-                    ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
+                    ops += executing(lambda **kw: Fork(name, gate=gate, value=value,
+                                                       new_thread=new, **kw))
                     if others:  # the whole checkpoint answered by one map
                         ops += executing(lambda **kw: Fork(
                             name, gate=gate, value=value, new_thread=new,

@@ -396,7 +396,8 @@ class Model:
             # The checkpoint addressed is the tampered one: the branch is refused, not created.
             return [(Observation("rejected", (), None), world)]
         value = op.value
-        consumed = source.durable.done if self.workflow.shape is None else dict(source.durable.answers)
+        answered = dict(source.durable.answers)
+        consumed = source.durable.done if self.workflow.shape is None else answered
         if self.mutant == "ForkIgnore" and op.gate in consumed:
             value = dict(source.durable.answers).get(op.gate, value)
         # Under a lineage or store reach every checkpoint of a damaged thread shares its bytes:
@@ -719,7 +720,8 @@ def _shape_label_choices(workflow: Workflow, before: Durable, durable: Durable,
         return not (q.endswith(".q1") and shape.spec(parse(q)[0]).pre_effect)
 
     pending = _pending(durable)
-    unasked = {q for q in pending if free(q) and (q in dict(kept or ()) or q not in _pending(before))}
+    being_answered = set(dict(kept or ())) | (set(pending) - set(_pending(before)))
+    unasked = {q for q in pending if free(q) and q in being_answered}
     askable = set()
     position = shape.position(durable.done, durable.answers)
     if position is not None:
