@@ -95,8 +95,15 @@ def test_no_history_the_model_allows_breaks_a_property(scope):
     engine error where they disagree on a run (``fuzz.judge.settle``).  Here they must agree on
     every history the model allows, among them each freedom §3 gives (a completed run that
     refuses recovery, a gate left pending by a crash, a fork of an older checkpoint of a tampered
-    thread, a refused fork whose name is forked again, a recovery refused for a bad output)."""
-    for workflow in (Workflow(1, {1}), Workflow(2, {1}), Workflow(3, {2, 3}), Workflow(2, set())):
+    thread, a refused fork whose name is forked again, a recovery refused for a bad output),
+    on linear chains and on shapes (§7: parallel branches, two questions, a pre-effect, a
+    loop)."""
+    from refmodel.workflow import Loop, Shape, Task
+
+    shapes = (Shape(((Task(1), Task(0)),)), Shape(((Task(2),),)), Shape(((Task(1, True),),)),
+              Shape(((Task(1),), (Task(1), Task(1)))), Shape(((Task(1),),), Loop(1, 2, "a")))
+    linear = (Workflow(1, {1}), Workflow(2, {1}), Workflow(3, {2, 3}), Workflow(2, set()))
+    for workflow in linear + tuple(Workflow.of(shape) for shape in shapes):
         for wf, sc, steps in _walks(workflow, scope, count=60, length=7, seed=len(scope)):
             assert properties.broken(wf, steps, sc) == {}, [
                 (s.op.to_json(), s.observed.outcome) for s in steps]
