@@ -72,8 +72,8 @@ def copy_apart(files, dest: Path) -> None:
     and its ``-shm``: a copy made here (``shutil.copyfile`` opens and closes both) would drop
     them unseen, and the next connection of another process to close takes itself for the
     last one, checkpoints and deletes the WAL under this one, whose later commits no other
-    process ever sees (a twin recovery's copy, then racers, then a SIGKILL: a checkpoint lost,
-    2026-12-05).  A child's closes drop only its own locks."""
+    process ever sees (a twin recovery's copy, then racers, then a SIGKILL: a checkpoint
+    lost).  A child's closes drop only its own locks."""
     if files:  # cp copies its arguments in order: the copies' times keep that order
         subprocess.run(["cp", "--", *map(str, files), str(dest)], check=True)
 

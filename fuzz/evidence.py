@@ -154,8 +154,8 @@ def expressible(what: str, caps: dict) -> bool:
     """Can a variant with these capabilities (the evidence's ``capabilities`` map) still exercise
     a counted key?  No for a tamper ``how``, a crash kind, ``bad_output`` or an operation the
     variant no longer declares: counts of it are of an operation the project has since judged
-    not to reach the framework (``corrupt`` on a store whose bytes are the application's own,
-    2026-12-04), and a ✓ must not stand on them."""
+    not to reach the framework (``corrupt`` on a store whose bytes are the application's own),
+    and a ✓ must not stand on them."""
     missing = set(caps.get("missing", ()))
     if what.startswith("tamper:"):
         return "tamper" not in missing and what[7:].split("/", 1)[0] in caps.get("tamper_hows", ())

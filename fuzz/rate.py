@@ -22,16 +22,9 @@ from dataclasses import dataclass
 TRIALS = 5
 
 FALSE_ALARM = 0.01  # chance that trials of a still-present timing-dependent finding all miss it
-# The most replays an entry gets.  60, not 30, since 2026-12-05: LangGraph's functional API
-# loses task 1's write to a SIGKILL in about 9 of 105 runs (sqlite-func-sync-head-copy), which
-# takes 52 replays to see with 99 % probability; 30 would fail the regression test 7 % of the
-# time, and the cheap replays of a rare finding are the ones that need the most.  100, not 60,
-# since 2026-12-06: one CI run's 60 replays of that loss's `travel` entry all missed it (its
-# three entries came back in 8-11 % of 200 replays each, idle and four at once); at 7 % sixty
-# all miss 1.3 % of the time, a hundred 0.07 %, and 100 keep ``FALSE_ALARM`` down to a rate of
-# 4.6 %.  Replays past an entry's ``trials_for`` run only while its status has not come up:
-# their cost is paid by an entry whose finding went away (a test that fails anyway), at most
-# 100 replays spread over the replay interpreters.
+# The most replays an entry gets: enough that ``FALSE_ALARM`` holds down to a rate of about 5 %,
+# the rarest the corpus holds (LangGraph's SIGKILL loss); why 100 and what it costs:
+# docs/decisions/0004-replays-of-a-timing-dependent-finding.md.
 MAX_TRIALS = 100
 
 

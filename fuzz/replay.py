@@ -188,7 +188,7 @@ def with_verdict(trace, trials):
     FAILED and every trial that showed the finding judged it alike; else ``trace`` itself.  A
     documented deviation declared or narrowed since the entry was recorded turns its ✗ into a D,
     or its D into a ✗: ``replay --update`` and the nightly run record it, as they record the
-    status (three entries kept a stale ✗ until 2026-12-05)."""
+    status, so no entry keeps a verdict its citation no longer gives."""
     judged = {(t.verdict, t.judged.citation, t.judged.owner) if t.judged is not None
               else (t.verdict, "", "framework") for t in trials if t.status == "FAILED"}
     if (trace.status or "FAILED") != "FAILED" or trace.finding is None or len(judged) != 1:

@@ -220,7 +220,7 @@ def verify(script: str, runs: int, timeout: float = SCRIPT_TIMEOUT) -> tuple:
             except subprocess.TimeoutExpired:
                 outputs.append(f"did not finish within {timeout:.0f} s")
                 continue
-            # A traceback exits 1 too (2 since 2026-12-07): only the check's own verdict counts.
+            # An uncaught traceback exits 1 too: only the check's own verdict counts.
             k += done.returncode == 1 and SHOWS in done.stdout
             if done.returncode != 0 and SHOWS not in done.stdout and NO_DEFECT not in done.stdout:
                 # Stopped before its verdict: the exception's line (a traceback ends with it).

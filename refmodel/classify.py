@@ -243,7 +243,7 @@ def _fork_never_consumed(ctx: Context) -> str | None:
         # The fork ran a task before its gate again and its own crash point fired there: the
         # crash, not the fork, kept the gate from consuming the value.  Rule 14 names the
         # re-run (a framework may document it: LangGraph's functional forks, whose crashed
-        # branch was a ForkIgnore ✗ under their declared PrefixReplay, 2026-12-05).
+        # branch would otherwise read as a ForkIgnore ✗ under their declared PrefixReplay).
         return None
     # A refused fork consumed nothing, whatever answer the state it reports holds (the source's
     # own, when the source gave the same value: LangGraph's time travel, two interrupts pending).

@@ -113,7 +113,7 @@ class StoreTest:
             report_multiple_bugs=False, print_blob=True,
             phases=[p for p in active.phases if p != Phase.explain])
         # Closed however the test ends: it removes the session's resumefuzz-* temp folder, which
-        # every store test left behind before 2026-12-07.
+        # would otherwise stay behind after every store test.
         with Session(adapter, chosen, settings=Settings(op_timeout=self.op_timeout)) as session:
             self._search(adapter, chosen, session, run_settings, active)
 

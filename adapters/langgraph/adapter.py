@@ -360,7 +360,7 @@ class LangGraphAdapter(Adapter):
             ))
             # The same re-execution, met at a gate: a gate before the forked one runs again and
             # asks again, the fork's value answers it, and the forked gate asks once more, its
-            # value not consumed (campaign of 2026-12-05, sqlite-func-sync-head-copy).
+            # value not consumed (seen on sqlite-func-sync-head-copy).
             out.append(Deviation(
                 "ForkIgnore",
                 f"{TIME_TRAVEL_TESTS}: \"Fork (update_state then invoke): Creates a new "

@@ -293,7 +293,7 @@ class Driver:
         marked it ``tampered``: the truncated file, the dropped checkpoint): that client resumes
         what it believes is stored, ``invoke(None)``, and LangGraph's answer is the observation.
         Starting over there was the adapter's choice, and it once made a ✗ of LangGraph's loud
-        ``EmptyInputError`` (``sqlite-graph-sync-head-update-trunczero``, 2026-12-05)."""
+        ``EmptyInputError`` (``sqlite-graph-sync-head-update-trunczero``)."""
         self._begin(hooks)
         info = self._info(h)
         lg = info["lg"] if info else h
@@ -468,8 +468,7 @@ class Driver:
         functional API's ``Command(resume)`` at the thread's head writes into it), is the
         branch's checkpoint of that gate as well (the reference counts it damaged: reach
         ``listing``/``lineage``).  Its client forks from the id it kept, and LangGraph refuses
-        or runs on what it reads; before this the lookup failed and the example was a tool
-        error (9 of 3,966 examples, func-copy and func-command, 2026-12-05)."""
+        or runs on what it reads, where a failed lookup would make the example a tool error."""
         for cid in self.lineage(h):
             if gate in (self.table.get(f"asked:{cid}") or ()):
                 return cid

@@ -119,8 +119,8 @@ def tamper(driver, h: str, how: str, method: str, forged=None, part=None) -> str
         # the checkpoint with its source (the functional API's Command(resume) at the head
         # writes into it).  They decode to nothing a forgery or a schema break could start
         # from, and are damaged beyond either: left as they are (the model counts the thread
-        # damaged already; what LangGraph does next is judged the same way).  Before this, the
-        # tamper itself failed: a tool error (func-command, 2026-12-05).
+        # damaged already; what LangGraph does next is judged the same way), where failing the
+        # tamper itself would be a tool error.
         return (f"{how}: checkpoint {tip} no longer decodes ({type(exc).__name__}: {exc}), a "
                 "corrupt tamper of a branch sharing it reached it; left as it is")
     if how == "invalid":

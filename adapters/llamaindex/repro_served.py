@@ -97,8 +97,8 @@ SUPPORTED = {"server": {"start", "resume", "recover", "query", "race", "tamper"}
 # -- what the script contains --------------------------------------------------------------------
 
 DB = os.path.join(WORKDIR, "server.sqlite")
-# DB, as the script writes it: in the runtime's WORKDIR, which the script removes as it exits
-# (where one server opened it, it was in a folder of its own that stayed behind, until 2026-12-07)
+# DB, as the script writes it: in the runtime's WORKDIR, which the script removes as it exits,
+# so no folder of a server's outlives the script.
 DB_SRC = 'os.path.join(WORKDIR, "server.sqlite")'
 
 
