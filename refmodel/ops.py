@@ -111,15 +111,26 @@ class Resume(_Executing):
     name = "resume"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "answers", tuple(sorted(dict(self.answers).items())))
+        _sort_answers(self)
 
     def to_json(self) -> dict:
-        doc = Op.to_json(self)
-        if self.answers:
-            doc["answers"] = dict(self.answers)
-        else:
-            del doc["answers"]  # the form of every resume written before maps existed
-        return doc
+        return _answers_json(self, Op.to_json(self))
+
+
+def _sort_answers(op) -> None:
+    """A map of answers (``Resume.answers``, ``Fork.answers``) as sorted pairs, so that ops
+    compare and hash by value however the map was given."""
+    object.__setattr__(op, "answers", tuple(sorted(dict(op.answers).items())))
+
+
+def _answers_json(op, doc: dict) -> dict:
+    """``doc`` with the map of answers as a JSON object, or without the field when the map is
+    empty: the form of every resume and fork written before maps existed."""
+    if op.answers:
+        doc["answers"] = dict(op.answers)
+    else:
+        del doc["answers"]
+    return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +156,10 @@ class Fork(_Executing):
     name = "fork"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "answers", tuple(sorted(dict(self.answers).items())))
+        _sort_answers(self)
 
     def to_json(self) -> dict:
-        doc = Op.to_json(self)
-        if self.answers:
-            doc["answers"] = dict(self.answers)
-        else:
-            del doc["answers"]  # the form of every fork written before maps existed
-        return doc
+        return _answers_json(self, Op.to_json(self))
 
 
 @dataclass(frozen=True, slots=True)
