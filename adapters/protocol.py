@@ -151,6 +151,10 @@ class Capabilities:
         default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
     )
     stale_handle: str = ""
+    # Can the adapter run the shaped workflows of docs/contract.md §7 (``Workflow.shape``: stages
+    # of parallel tasks, several questions per task, a pre-effect, a looped stage)?  Only then
+    # does the engine draw shapes for it; otherwise every workflow it gets is a linear chain.
+    shapes: bool = False
 
     def expresses(self, op: str) -> bool:
         """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""

@@ -193,7 +193,7 @@ class CaseRunner:
             return None, "the worker did not answer the query"
         if reply.kind == m.REJECTED:
             return None, reply.error
-        return StateView.from_json(reply.value), None
+        return StateView.from_json(reply.value, self.workflow), None
 
     def _command(self, worker: ProcessWorker | LocalWorker, message, op: Op, refusals: bool = False,
                  owed: bool = False):
@@ -235,9 +235,12 @@ class CaseRunner:
         # Every racer answers the interrupt pending now: the one it was shown.
         state, _ = self._query(self._worker(), op.thread)
         gate = state.pending if state is not None else None
+        if isinstance(gate, tuple):  # a shape's questions: a racer names its own, or the one
+            gate = gate[0] if len(gate) == 1 else None
+        gates = op.gates or (gate,) * len(op.values)
         racers, finished = [], False
         try:
-            for value in op.values:
+            for value, gate in zip(op.values, gates):
                 w = self.pool.racer(self.workflow, self.workdir, self.ledger_path)
                 racers.append((w, Resume(op.thread, value=value, gate=gate)))
             for i, (w, resume) in enumerate(racers):

@@ -26,12 +26,15 @@ from adapters.protocol import Capabilities
 from refmodel import (
     CrashAt,
     Fork,
+    Loop,
     Query,
     Race,
     Recover,
     Resume,
+    Shape,
     StaleResume,
     Start,
+    Task,
     Tamper,
     TwinRecover,
     Workflow,
@@ -73,6 +76,27 @@ def _rule_copy(body, name: str, ready):
     return precondition(ready)(rule(data=st.data())(again))
 
 
+@st.composite
+def shaped_workflows(draw) -> Workflow:
+    """A small shape of docs/contract.md §7: up to 2 stages of up to 2 tasks, each asking up to
+    2 questions, an optional pre-effect, an optional loop of 2 visits.  Every draw shrinks
+    toward the simplest: one stage, one task, no question, no pre-effect, no loop."""
+    stages = []
+    for _ in range(draw(st.integers(1, 2), label="stages")):
+        tasks = []
+        for _ in range(draw(st.integers(1, 2), label="tasks")):
+            questions = draw(st.integers(0, 2), label="questions")
+            pre = questions > 0 and draw(st.booleans(), label="pre_effect")
+            tasks.append(Task(questions, pre))
+        stages.append(tuple(tasks))
+    values = VALUES[:draw(st.integers(2, 3), label="values")]
+    asking = [i for i, stage in enumerate(stages, 1) if any(t.questions for t in stage)]
+    loop = None
+    if asking and draw(st.booleans(), label="loop"):
+        loop = Loop(draw(st.sampled_from(asking), label="loop_stage"), 2, values[0])
+    return Workflow.of(Shape(tuple(stages), loop), values)
+
+
 def machine_for(session: Session, *, observer=None, suppress=frozenset(), weights=None
                 ) -> type[RuleBasedStateMachine]:
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
@@ -100,10 +124,16 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
     class DifferentialMachine(RuleBasedStateMachine):
         @initialize(data=st.data())
         def setup(self, data):
-            n = data.draw(st.integers(1, 4), label="n")
-            gates = data.draw(st.sets(st.integers(1, n), max_size=min(2, n)), label="gates")
-            k = data.draw(st.integers(2, 3), label="values")
-            self.workflow = Workflow(n, frozenset(gates), VALUES[:k])
+            # Shrinking moves a boolean toward False: a finding on a shape shrinks to a linear
+            # chain whenever one shows it (docs/contract.md §7).  An adapter without shapes
+            # draws nothing more, so its campaigns draw exactly what they drew before.
+            if caps.shapes and data.draw(st.booleans(), label="shaped"):
+                self.workflow = data.draw(shaped_workflows(), label="shape")
+            else:
+                n = data.draw(st.integers(1, 4), label="n")
+                gates = data.draw(st.sets(st.integers(1, n), max_size=min(2, n)), label="gates")
+                k = data.draw(st.integers(2, 3), label="values")
+                self.workflow = Workflow(n, frozenset(gates), VALUES[:k])
             self.model = model_for(self.workflow, caps)
             self.world = World()
             self.history = []
@@ -131,11 +161,19 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
             names = [n for n, t in self.world.threads if keep(t)]
             return data.draw(st.sampled_from(names), label="thread")
 
+        def _tasks(self) -> st.SearchStrategy:
+            """The tasks a crash point or a bad output names: numbers on a chain, task
+            instances (``"3"``, ``"3#2"``) on a shape."""
+            shape = self.workflow.shape
+            if shape is None:
+                return st.integers(1, self.workflow.n)
+            return st.sampled_from(shape.instances())
+
         def _crash(self, data):
             n = self.workflow.n
             crash = st.builds(
                 CrashAt,
-                st.integers(1, n),
+                self._tasks(),
                 _weighted(weights, "phase", caps.crash_phases),
                 _weighted(weights, "kind", caps.crash_kinds),
             )
@@ -146,6 +184,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                 # About one executing op in four carries BadOutput; 0 (none) is the shrink target.
                 drawn = data.draw(st.integers(0, 3 * n), label="bad_output")
                 bad = drawn if 1 <= drawn <= n else None
+                if bad is not None and self.workflow.shape is not None:
+                    bad = data.draw(self._tasks(), label="bad_task")
             return {"crash": point, "bad_output": bad}
 
         def _status(self, thread):
@@ -167,6 +207,16 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
         def resume(self, data):
             name = self._threads(data, lambda t: self._status(t) in ("interrupted", "completed"))
             value = data.draw(st.sampled_from(self.workflow.values), label="value")
+            pending = self.world.get(name).durable.pending if self.workflow.shape else None
+            if pending and data.draw(st.booleans(), label="named"):
+                # A map from pending question ids to values; the questions not named stay
+                # pending (a plain resume with several pending is refused: also drawn).
+                questions = data.draw(st.lists(st.sampled_from(pending), min_size=1,
+                                               unique=True), label="questions")
+                answers = [(q, data.draw(st.sampled_from(self.workflow.values), label="value"))
+                           for q in questions]
+                self._check(Resume(name, answers=answers, **self._crash(data)))
+                return
             self._check(Resume(name, value=value, **self._crash(data)))
 
         @precondition(lambda self: can("recover") and self._any(lambda t: True))
@@ -196,7 +246,10 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
         @rule(data=st.data())
         def tamper(self, data):
             name = self._threads(data, lambda t: not t.tampered and self._status(t) != "new")
-            how = data.draw(st.sampled_from(sorted(caps.tamper_hows)), label="how")
+            hows = sorted(caps.tamper_hows)
+            if self.workflow.shape is not None:  # the oracle forges chains only
+                hows = [h for h in hows if h != "forged"] or hows
+            how = data.draw(st.sampled_from(hows), label="how")
             self._check(Tamper(name, how=how, part=self._forge_part(data, name, how)))
 
         def _forge_part(self, data, name, how):
@@ -209,11 +262,17 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                      if part_kind(p) in caps.forge_parts]
             return data.draw(st.sampled_from(parts), label="part") if parts else None
 
-        @precondition(lambda self: can("race") and self._any(
-            lambda t: self._status(t) == "interrupted"))
+        def _raceable(self, thread) -> bool:
+            # Racers on different questions of one thread (``Race.gates``) are not drawn: the
+            # reference target settles a race by one claim per interrupt write, not per question.
+            pending = thread.durable.pending
+            return self._status(thread) == "interrupted" and (
+                not isinstance(pending, tuple) or len(pending) == 1)
+
+        @precondition(lambda self: can("race") and self._any(self._raceable))
         @rule(data=st.data())
         def race(self, data):
-            name = self._threads(data, lambda t: self._status(t) == "interrupted")
+            name = self._threads(data, self._raceable)
             k = data.draw(st.integers(2, max(2, caps.max_racers)), label="racers")
             # Every racer answers the same value: which racer wins is timing, and with one value
             # the winner cannot change what follows, so the example replays alike when shrunk.

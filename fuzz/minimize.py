@@ -141,21 +141,32 @@ def measure(judge, trace: Trace, goal: tuple, runs: int = TRIALS) -> Rate:
 # -- simplicity ----------------------------------------------------------------------------------
 
 
+def _task_cost(task, workflow: Workflow) -> int:
+    """A chain's task number; a shape's task instance by its place in the shape's order."""
+    if isinstance(task, int):
+        return task
+    instances = workflow.shape.instances() if workflow.shape is not None else ()
+    return instances.index(task) + 1 if task in instances else len(instances) + 1
+
+
 def _op_cost(op, workflow: Workflow) -> int:
     rank = {v: i for i, v in enumerate(workflow.values)}  # the first value is the simplest
     cost = 0
     crash = getattr(op, "crash", None)
     if crash is not None:
-        cost += 4 + crash.task + (crash.kind == "sigkill") + ("before_effect", "in_flight",
-                                                               "after_commit").index(crash.phase)
+        phases = ("before_effect", "in_flight", "after_commit")
+        cost += (4 + _task_cost(crash.task, workflow) + (crash.kind == "sigkill")
+                 + phases.index(crash.phase))
     bad = getattr(op, "bad_output", None)
     if bad is not None:
-        cost += 4 + bad
+        cost += 4 + _task_cost(bad, workflow)
     if isinstance(op, Race):
         cost += 2 * len(op.values) + (not op.forced) + len(set(op.values)) - 1
         cost += sum(rank.get(v, 0) for v in op.values)
     if isinstance(op, Resume | StaleResume):
         cost += rank.get(op.value, 0)
+    answers = getattr(op, "answers", ())
+    cost += sum(1 + rank.get(v, 0) for _, v in answers)
     return cost
 
 
@@ -380,13 +391,21 @@ def fold_into_fork(workflow, ops) -> Iterator[Candidate]:
             yield workflow, ops[:i] + (folded,) + ops[i + 1:j] + rest
 
 
+def _earlier(task, workflow) -> list:
+    """The tasks before ``task``: lower numbers on a chain, earlier instances on a shape."""
+    if isinstance(task, int):
+        return list(range(1, task))
+    instances = workflow.shape.instances() if workflow.shape is not None else ()
+    return list(instances[:instances.index(task)]) if task in instances else []
+
+
 def _simpler_op(op, workflow) -> Iterator:
     crash = getattr(op, "crash", None)
     if crash is not None:
         yield replace(op, crash=None)
         if crash.kind != "exception":
             yield replace(op, crash=CrashAt(crash.task, crash.phase, "exception"))
-        for task in range(1, crash.task):
+        for task in _earlier(crash.task, workflow):
             yield replace(op, crash=CrashAt(task, crash.phase, crash.kind))
         for phase in ("before_effect", "in_flight", "after_commit"):
             if phase == crash.phase:
@@ -395,7 +414,7 @@ def _simpler_op(op, workflow) -> Iterator:
     bad = getattr(op, "bad_output", None)
     if bad is not None:
         yield replace(op, bad_output=None)
-        for task in range(1, bad):
+        for task in _earlier(bad, workflow):
             yield replace(op, bad_output=task)
     if isinstance(op, Race):
         yield Resume(op.thread, value=op.values[0])  # one caller instead of several
@@ -422,7 +441,10 @@ def rename_threads(workflow, ops) -> Iterator[Candidate]:
 
 
 def shrink_workflow(workflow, ops) -> Iterator[Candidate]:
-    """A smaller workflow: one task fewer, one gate fewer, one value fewer."""
+    """A smaller workflow: one task fewer, one gate fewer, one value fewer.  Not for a shaped
+    workflow, whose operations name its labels: the search shrank its shape already."""
+    if workflow.shape is not None:
+        return
     shapes = []
     if workflow.n > 1:
         shapes.append((workflow.n - 1, {g for g in workflow.gates if g < workflow.n},
@@ -440,7 +462,10 @@ def shrink_workflow(workflow, ops) -> Iterator[Candidate]:
 
 def _reshaped(workflow) -> list:
     """Workflows of another shape that may let fewer operations show the same thing: each gate
-    one task later, one task in front of every gate, and the small shapes explore uses."""
+    one task later, one task in front of every gate, and the small shapes explore uses.  None
+    for a shaped workflow, whose operations name its labels."""
+    if workflow.shape is not None:
+        return []
     shapes = []
     for gate in sorted(workflow.gates):
         if gate < workflow.n and gate + 1 not in workflow.gates:
@@ -530,7 +555,8 @@ def known_exposures(category: str, caps, timed: bool) -> Callable:
 
     def known_exposures(workflow, ops) -> Iterator[Candidate]:
         shapes = [workflow] + [Workflow(w.n, w.gates, workflow.values) for w in MINIMA_WORKFLOWS]
-        shapes = list(dict.fromkeys(shapes))
+        # The exposure search walks chains: a shape's state space is too wide to search here.
+        shapes = [w for w in dict.fromkeys(shapes) if w.shape is None]
         for length in range(1, min(len(ops) - 1, EXPOSURE_DEPTH) + 1):
             proposed = []
             for shape in shapes:

@@ -1,7 +1,8 @@
 """Resolve a target name to a prepared adapter.
 
-``reference``, ``mutant:<Category>`` and ``mutant:<switch>`` (``refmodel.SWITCHES``) are built
-in (the self-test targets); ``langgraph``,
+``reference``, ``mutant:<Category>``, ``mutant:<switch>`` (``refmodel.SWITCHES``) and
+``mutant:<shape switch>`` (``refmodel.mutants.SHAPE_SWITCHES``) are built in (the self-test
+targets); ``langgraph``,
 ``crewai``, ``llamaindex``, ``pydantic-graph`` and ``autogen`` name the framework adapters in this
 repository; anything of the form ``package.module:Class`` is a third-party adapter.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from adapters.protocol import Adapter, Variant
 from refmodel import MUTANTS, SWITCHES
+from refmodel.mutants import SHAPE_SWITCHES
 
 from . import adaptercheck
 from .errors import TargetUnavailable, UsageError
@@ -29,7 +31,8 @@ FRAMEWORKS = {
 
 
 def known_targets() -> list[str]:
-    return ["reference", *(f"mutant:{m}" for m in (*MUTANTS, *SWITCHES)), *FRAMEWORKS]
+    return ["reference", *(f"mutant:{m}" for m in (*MUTANTS, *SWITCHES, *SHAPE_SWITCHES)),
+            *FRAMEWORKS]
 
 
 def resolve_registered(name: str) -> Adapter:
@@ -52,9 +55,9 @@ def resolve(name: str) -> Adapter:
         return _checked(ReferenceAdapter(), name)
     if name.startswith("mutant:"):
         mutant = name.partition(":")[2]
-        if mutant not in MUTANTS and mutant not in SWITCHES:
-            raise UsageError(f"unknown mutant {mutant!r}; expected one of: "
-                             f"{', '.join((*MUTANTS, *SWITCHES))}")
+        known = (*MUTANTS, *SWITCHES, *SHAPE_SWITCHES)
+        if mutant not in known:
+            raise UsageError(f"unknown mutant {mutant!r}; expected one of: {', '.join(known)}")
         return _checked(ReferenceAdapter(mutant), name)
     path = FRAMEWORKS.get(name, name)
     if ":" not in path:

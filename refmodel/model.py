@@ -139,10 +139,11 @@ class Model:
         if getattr(op, "answers", ()) or getattr(op, "gates", ()):
             return "question maps and racers' questions belong to a shaped workflow"
         crash = getattr(op, "crash", None)
-        if crash is not None and not 1 <= crash.task <= wf.n:
+        # A shape's labels are strings: on a chain they name no task.
+        if crash is not None and not (isinstance(crash.task, int) and 1 <= crash.task <= wf.n):
             return f"crash task {crash.task} is not a task of the workflow"
         bad = getattr(op, "bad_output", None)
-        if bad is not None and not 1 <= bad <= wf.n:
+        if bad is not None and not (isinstance(bad, int) and 1 <= bad <= wf.n):
             return f"bad_output task {bad} is not a task of the workflow"
         thread = world.get(op.thread)
         if isinstance(op, Start):

@@ -69,8 +69,8 @@ SWITCHES = {
 }
 
 # Switches that only a shaped workflow can expose (docs/contract.md §7), one per way to break its
-# clauses, each in the category the contract gives that way.  Kept apart from ``SWITCHES``: the
-# oracle runs them, the reference target does not plant them yet, so they are no fuzz target.
+# clauses, each in the category the contract gives that way.  Kept apart from ``SWITCHES``: only
+# a shaped workflow exposes them, so only a campaign that draws shapes can find them.
 SHAPE_SWITCHES = {
     "SiblingReplay": ("Replay",
                       "recovery after a crash in one branch runs the stage's finished sibling "

@@ -319,11 +319,20 @@ class StateView:
         }
 
     @classmethod
-    def from_json(cls, doc: dict) -> StateView:
+    def from_json(cls, doc: dict, workflow: Workflow | None = None) -> StateView:
+        """Decode a view; given a shaped ``workflow``, its labels in the canonical order that
+        ``of`` gives them (JSON keeps an object's keys in no order a shape defines)."""
         answers = sorted_pairs((_task_key(t), v) for t, v in doc["answers"].items())
         pending = doc["pending"]
-        return cls(doc["status"], tuple(doc["done"]), answers,
+        view = cls(doc["status"], tuple(doc["done"]), answers,
                    tuple(pending) if isinstance(pending, list) else pending)
+        if workflow is None or workflow.shape is None:
+            return view
+        pending = view.pending
+        if isinstance(pending, tuple):
+            pending = _canonical(workflow, pending)
+        return cls(view.status, _canonical(workflow, view.done),
+                   _canonical(workflow, view.answers), pending)
 
 
 def _canonical(workflow: Workflow, items) -> tuple:

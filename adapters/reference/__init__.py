@@ -2,10 +2,12 @@
 
 The fuzzer's self-test needs a target whose right answer is known, run through exactly the worker,
 barrier and ledger machinery a real framework goes through.  This one executes the refmodel's own
-runs (``refmodel.run.execute``) against a real store on disk (``store.py``): effects fire through
+runs (``refmodel.run.execute``, ``execute_shape`` for a shaped workflow) against a real store
+on disk (``store.py``): effects fire through
 the hooks, checkpoints are JSON files written atomically, a SIGKILL leaves a lock file behind, a
 race is settled by a claim file changed only under an ``flock``.  A mutant flips one switch, in
-the store or the run, so that it is wrong in exactly the way its category names.
+the store or the run, so that it is wrong in exactly the way its category names; the shape
+mutants (``refmodel.mutants.SHAPE_SWITCHES``) flip theirs in the shaped run.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from adapters.protocol import (
 )
 
 from refmodel.run import rewind
+from refmodel.workflow import instance
 
 from .store import Refused, Store, write_file
 
@@ -55,7 +58,14 @@ class ReferenceAdapter(Adapter):
         return [DEFAULT]
 
     def capabilities(self, variant):
+        from refmodel.mutants import SHAPE_SWITCHES
+
+        # The chain mutants, and targets derived from this class, plant their switches in the
+        # chain's run only: drawing shapes for them would only dilute the campaign that must
+        # find their fault.
         return Capabilities(
+            shapes=type(self) is ReferenceAdapter and (
+                self.mutant is None or self.mutant in SHAPE_SWITCHES),
             forced_race=True, operations=Capabilities().operations | {"stale_resume"},
             stale_handle="the checkpoint file <thread>.cp<gate>.json read while the gate was "
                          "pending (its write number names the interrupt)")
@@ -87,6 +97,8 @@ class ReferenceCase(Case):
 
     # -- executing ops ------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
+        if self.workflow.shape is not None:
+            return self._run_shape(op, hooks)
         from refmodel.run import Commit, Effect, Interrupt, execute
         from refmodel.run import BadOutput as Bad
         from refmodel.run import Begin
@@ -124,6 +136,98 @@ class ReferenceCase(Case):
             raise
         finally:
             self.store.unlock(branch)
+
+    # -- shaped workflows (docs/contract.md §7) -------------------------------------------------
+    def _run_shape(self, op, hooks) -> str:
+        from refmodel.run import BadOutput as Bad
+        from refmodel.run import Begin, Commit, Effect, Interrupt, execute_shape
+
+        branch = op.new_thread if isinstance(op, Fork) else op.thread
+        self.store.lock(branch, break_stale=True)
+        claim = None
+        try:
+            durable, seq, given, claim = self._plan_shape(op, hooks)
+            labels = self.workflow.shape.instances()
+            bad = next((t for t in labels if hooks.wants_bad_output(t)), None)
+            # A run that does not return (a crash, a refused output) leaves the marker: the next
+            # recovery knows the thread was left by a crash (the SiblingReplay switch reads it).
+            write_file(self.store.path(branch, "crashed"), "")
+            mutant = self.mutant
+            events = execute_shape(
+                self.workflow, durable, given, bad_output=bad,
+                cross_answers=mutant == "CrossedAnswer", carry_answers=mutant == "LoopCarry",
+                ask_again=mutant == "AskedAgain", lose_siblings=mutant == "LostSiblingWrite",
+                pre_again=mutant == "PreEffectAgain")
+            for event in events:
+                if isinstance(event, Begin):
+                    hooks.task_begins(event.task)
+                elif isinstance(event, Effect):
+                    hooks.effect(event.task, event.value)
+                elif isinstance(event, Commit | Interrupt):
+                    seq += 1
+                    self.store.write(branch, event.durable, seq)
+                    if claim is not None and isinstance(event, Commit):
+                        self.store.settle(claim)
+                        claim = None
+                elif isinstance(event, Bad):
+                    raise Refused(f"task {event.task} returned a value outside the state schema")
+            self.store.path(branch, "crashed").unlink(missing_ok=True)
+            return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
+        except BaseException:
+            if claim is not None:
+                self.store.release(claim)
+            raise
+        finally:
+            self.store.unlock(branch)
+
+    def _plan_shape(self, op, hooks):
+        """Where a shaped run starts: (durable state, write counter, answers given, claim)."""
+        from refmodel.run import runnable
+
+        wf = self.workflow
+        head_path = self.store.path(op.thread, "head.json")
+        if isinstance(op, Start):
+            if self.store.load(head_path, trusting=True) is not None:
+                raise Refused(f"thread {op.thread!r} already exists")
+            return Durable(), 0, None, None
+        if isinstance(op, Fork):
+            if self.store.load(self.store.path(op.new_thread, "head.json"), trusting=True):
+                raise Refused(f"branch {op.new_thread!r} already exists")
+            loaded = self.store.load(self.store.path(op.thread, f"cp{op.gate}.json"))
+            if loaded is None:
+                raise Refused(f"no checkpoint of {op.thread!r} has question {op.gate} pending")
+            checkpoint, seq = loaded
+            self.store.write(op.new_thread, checkpoint, seq)
+            return checkpoint, seq, {**dict(op.answers), op.gate: op.value}, None
+        loaded = self.store.load(head_path)
+        durable, seq = loaded if loaded else (Durable(), 0)
+        hooks.race_ready()
+        pending = tuple(durable.pending or ())
+        if isinstance(op, StaleResume):
+            # The handle's question was answered: its interrupt is consumed, once.
+            raise Refused(f"question {op.gate} was answered already")
+        if isinstance(op, Resume):
+            named = dict(op.answers) or ({op.gate: op.value} if op.gate is not None else None)
+            if named is None and len(pending) > 1:
+                if self.mutant != "PlainResumePicks":
+                    raise Refused(f"several questions are pending ({', '.join(pending)}): "
+                                  "name the one answered")
+                named = {pending[0]: op.value}
+            if named is None and pending:
+                named = {pending[0]: op.value}
+            if named and set(named) <= set(pending):
+                return durable, seq, named, self.store.claim(op.thread, seq)
+            raise Refused("nothing is pending")
+        # Recover: run whatever branch can run; the questions asked stay pending.
+        if not runnable(wf, durable):
+            raise Refused("nothing to recover")
+        crashed = self.store.path(op.thread, "crashed").exists()
+        if self.mutant == "SiblingReplay" and crashed:
+            stage, visit = wf.shape.position(durable.done, durable.answers)
+            siblings = {instance(t, visit) for t in wf.shape.tasks(stage)}
+            durable = Durable(tuple(d for d in durable.done if d not in siblings),
+                              durable.answers, durable.pending)
+        return durable, seq, None, None
 
     def _plan(self, op, trusting: bool, hooks):
         """Where the run starts: (durable state, write counter, answer, claim)."""
@@ -201,7 +305,13 @@ class ReferenceCase(Case):
         doc = self.store.read_raw(head)
         targets = [head]
         pending = doc["body"]["pending"]
-        if pending is not None:
+        if isinstance(pending, list):  # a shape's questions: every checkpoint of this write
+            for q in pending:
+                cp = self.store.path(thread, f"cp{q}.json")
+                cp_doc = self.store.read_raw(cp)
+                if cp_doc and cp_doc["body"]["seq"] == doc["body"]["seq"]:
+                    targets.append(cp)
+        elif pending is not None:
             cp = self.store.path(thread, f"cp{pending}.json")
             cp_doc = self.store.read_raw(cp)
             if cp_doc and cp_doc["body"]["seq"] == doc["body"]["seq"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from adapters import protocol
 from adapters.protocol import Durable, StateView, Unreadable, Workflow
+from refmodel.workflow import sorted_pairs
 from adapters.files import atomic_write_text
 
 
@@ -64,8 +65,11 @@ class Store:
         text = json.dumps({"body": body, "digest": self._digest(body)}, sort_keys=True)
         write_file(self.path(thread, "head.json"), text)
         write_file(self.path(thread, "bak.json"), text)
-        if durable.pending is not None:
-            write_file(self.path(thread, f"cp{durable.pending}.json"), text)
+        # A shape's pending record is its tuple of question ids, each with a checkpoint file.
+        pending = durable.pending
+        gates = pending if isinstance(pending, tuple) else () if pending is None else (pending,)
+        for gate in gates:
+            write_file(self.path(thread, f"cp{gate}.json"), text)
 
     def read_raw(self, path: Path) -> dict | None:
         """The decoded document, ``None`` when absent; ``Unreadable`` when it does not decode."""
@@ -95,9 +99,10 @@ class Store:
         if doc is None:
             return None
         body = doc["body"]
+        pending = body["pending"]
         durable = Durable(tuple(body["done"]),
-                          tuple(sorted((int(t), v) for t, v in body["answers"].items())),
-                          body["pending"])
+                          sorted_pairs((_key(t), v) for t, v in body["answers"].items()),
+                          tuple(pending) if isinstance(pending, list) else pending)
         if not trusting:
             if not durable.view(self.workflow).is_valid(self.workflow):
                 raise Refused(f"{path.name} breaks the state schema: {body}")
@@ -166,6 +171,11 @@ class Store:
         """The consume finished (the gate committed): the claim can never be taken over."""
         with self._claims_locked(claim.name.rsplit(".claim-", 1)[0]):
             write_file(claim, "done")
+
+
+def _key(key: str):
+    """An answer's key as the run wrote it: a chain's task number, a shape's question id."""
+    return int(key) if key.lstrip("-").isdigit() else key
 
 
 def _identity(pid: int) -> str:

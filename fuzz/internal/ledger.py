@@ -13,8 +13,10 @@ import threading
 from pathlib import Path
 
 # One row per firing.  Plain sqlite3, one prepared statement: an effect is recorded inside the
-# framework's task body, so its cost lands on every operation the fuzzer times.
-CREATE = ("create table if not exists effects (seq integer, branch text, task integer, "
+# framework's task body, so its cost lands on every operation the fuzzer times.  ``task`` has no
+# declared type: a chain's task is a number, a shape's a label ("3", "3.pre"), and an integer
+# column would read the label "3" back as the number 3.
+CREATE = ("create table if not exists effects (seq integer, branch text, task, "
           "value text, pid integer, racer integer)")
 INSERT = "insert into effects (seq, branch, task, value, pid, racer) values (?, ?, ?, ?, ?, ?)"
 

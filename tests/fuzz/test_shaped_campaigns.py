@@ -1,0 +1,92 @@
+"""Shaped campaigns (docs/contract.md §7) on the self-test targets: the reference, run on drawn
+shapes, shows nothing; each shape mutant is found under the category it plants; a shaped trace
+survives the trace format and replays from the command line."""
+
+import json
+
+import pytest
+
+from fuzz.campaign import CampaignOptions, run_campaign
+from fuzz.cli import main
+from fuzz.replay import Replayer
+from fuzz.targets import known_targets, prepare, resolve
+from fuzz.trace import Trace, dump_trace, load_trace
+from refmodel import Loop, Resume, Shape, Start, Task, Workflow
+from refmodel.mutants import SHAPE_SWITCHES, mutant_category
+
+pytestmark = pytest.mark.slow
+
+
+def campaign(target, tmp_path, examples, seed=1):
+    adapter = prepare(resolve(target))
+    options = CampaignOptions(max_examples=examples, seed=seed, profile="ci",
+                              stop_on_finding=True, mode="inprocess",
+                              corpus_dir=tmp_path / "corpus", reports_dir=tmp_path / "reports",
+                              workdir=tmp_path / "work")
+    (result,) = run_campaign(adapter, list(adapter.variants()), options)
+    return result
+
+
+def test_only_the_reference_targets_draw_shapes():
+    from adapters.protocol import Capabilities
+
+    assert Capabilities().shapes is False  # a framework adapter gets linear chains only
+    for name in ("reference", *(f"mutant:{m}" for m in SHAPE_SWITCHES)):
+        assert name in known_targets()
+        adapter = resolve(name)
+        assert adapter.capabilities(adapter.variants()[0]).shapes, name
+
+
+def test_the_reference_on_shapes_finds_nothing(tmp_path):
+    result = campaign("reference", tmp_path, examples=120)
+    assert result.findings == [] and result.flaky == []
+    assert result.harness_errors == 0 and result.errors == []
+    assert result.operations > result.examples
+
+
+@pytest.mark.parametrize("mutant", sorted(SHAPE_SWITCHES))
+def test_each_shape_mutant_is_found_under_its_category(mutant, tmp_path):
+    category = mutant_category(mutant)
+    result = campaign(f"mutant:{mutant}", tmp_path, examples=600)
+    categories = [f.category for f in result.findings]
+    assert category in categories, (f"{mutant} not found in {result.examples} examples: "
+                                    f"{categories}; errors {result.errors}")
+    found = next(f for f in result.findings if f.category == category)
+    entry = json.loads(open(found.corpus).read())
+    assert entry["finding"]["category"] == category and entry["status"] == "FAILED"
+    assert "shape" in entry["workflow"]  # no linear chain shows a shape mutant
+    assert Replayer().replay(found.corpus).status == "FAILED"
+    assert Replayer(target="reference").replay(found.corpus).status == "FIXED"
+
+
+def shaped_trace(target="reference") -> Trace:
+    shape = Shape(((Task(2, pre_effect=True), Task(1)), (Task(0),)), Loop(1, 2, "a"))
+    ops = (Start("t0"), Resume("t0", value="a"),
+           Resume("t0", answers=(("1.q1", "a"), ("2.q1", "b"))),
+           Resume("t0", answers=(("1.q2", "b"),)))
+    return Trace(Workflow.of(shape), ops, target=target)
+
+
+def test_a_shaped_trace_round_trips_byte_identical(tmp_path):
+    trace = shaped_trace()
+    dump_trace(trace, tmp_path / "a.json")
+    loaded = load_trace(tmp_path / "a.json")
+    assert loaded == trace and loaded.workflow.shape == trace.workflow.shape
+    dump_trace(loaded, tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert doc["workflow"]["shape"]["version"] == 1
+    assert doc["operations"][2]["answers"] == {"1.q1": "a", "2.q1": "b"}
+
+
+def test_a_shaped_trace_replays_from_the_command_line(tmp_path, capsys):
+    path = tmp_path / "shaped.json"
+    dump_trace(shaped_trace(), path)
+    assert Replayer().replay(path).status == "FIXED"  # every step as the reference allows
+    assert main(["replay", str(path)]) == 0
+    # The plain resume at step 2, with two questions pending, is what PlainResumePicks gets wrong.
+    dump_trace(shaped_trace("mutant:PlainResumePicks"), path)
+    result = Replayer().replay(path)
+    assert (result.category, result.step) == ("DoubleConsume", 1)
+    assert main(["replay", str(path)]) == 1
+    assert "CHANGED" in capsys.readouterr().out  # the entry records no finding
