@@ -30,12 +30,7 @@ So **everything an adapter must remember across operations lives in ``workdir``*
 any mapping from harness thread names to framework ids (``adapters.files.SideTable`` does that
 atomically).
 Never keep such state in the parent, and never run a workflow in the parent: the frameworks start
-threads on first use, and a parent with threads cannot fork safely.  With the engine's
-``Settings(fork_server=True)``, where a variant reuses workers (``Tuning.reuse_worker``),
-they are forked from a fork server of the session's
-(``fuzz.internal.forkserver``), itself a copy of the parent made when the session's first worker
-is needed: every worker gets the adapter object as it was then, and nothing the parent changes
-in it later.
+threads on first use, and a parent with threads cannot fork safely.
 
 Third-party adapters plug in by dotted path: ``resumefuzz fuzz mypkg.mod:MyAdapter``.
 ``docs/adapters.md`` has a complete minimal example.  Every adapter is checked against the

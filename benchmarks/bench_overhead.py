@@ -23,10 +23,7 @@ One *case* is the same two operations on a fresh store (workflow: 3 tasks, gate 
   operations with an ``exception`` crash point, in process;
 - ``sigkill-cold``: the same as ``sigkill`` with ``Settings(warm_spares=False)``: the worker
   that recovers waits for the kill cold, instead of having run a throwaway case first (where
-  the variant reuses workers; elsewhere the two are the same);
-- ``fork-server`` and ``sigkill-server``: ``fork`` and ``sigkill`` with
-  ``Settings(fork_server=True)`` (opt-in since the twenty-fourth round): the workers forked from
-  the session's fork server instead of from the parent itself (where the variant reuses them).
+  the variant reuses workers; elsewhere the two are the same).
 
 The kinds are interleaved case by case, so that load on the machine hits them alike; the ratios
 are of medians.  Goals: fuzzer / plain <= 1.10; sigkill / inproc-crash <= 2.  fuzzer /
@@ -115,7 +112,6 @@ def main() -> int:
     inproc = Session(adapter, variant, root / "in", Settings(mode="inprocess"))
     forked = Session(adapter, variant, root / "fork", Settings(mode="fork"))
     cold = Session(adapter, variant, root / "cold", Settings(mode="fork", warm_spares=False))
-    served = Session(adapter, variant, root / "served", Settings(mode="fork", fork_server=True))
     kinds = {
         "plain": lambda: plain(adapter, variant, root),
         "plain+query": lambda: plain(adapter, variant, root, query=True),
@@ -123,8 +119,6 @@ def main() -> int:
         "fork": lambda: through(forked, PAIR),
         "sigkill": lambda: through(forked, CRASH_PAIRS["sigkill"]),
         "sigkill-cold": lambda: through(cold, CRASH_PAIRS["sigkill"]),
-        "fork-server": lambda: through(served, PAIR),
-        "sigkill-server": lambda: through(served, CRASH_PAIRS["sigkill"]),
         "inproc-crash": lambda: through(inproc, CRASH_PAIRS["inproc-crash"]),
     }
     for run in kinds.values():  # warm up: first imports, first files
@@ -142,8 +136,6 @@ def main() -> int:
         "fork/plain": round(med["fork"] / med["plain"], 3),
         "sigkill/inproc-crash": round(med["sigkill"] / med["inproc-crash"], 3),
         "sigkill-cold/inproc-crash": round(med["sigkill-cold"] / med["inproc-crash"], 3),
-        "fork-server/fork": round(med["fork-server"] / med["fork"], 3),
-        "sigkill-server/sigkill": round(med["sigkill-server"] / med["sigkill"], 3),
     }
     print(json.dumps(out, indent=2))
     if args.json:

@@ -4,8 +4,8 @@
 
 Areas (non-blank, non-comment lines of ``.py`` files; docstrings count, as a reader reads them):
 the oracle (``refmodel/``), the engine (``fuzz/`` but its reproduction checker), the reproduction
-layer (``adapters/reproduction/`` or its older home ``adapters/reproduction/``, every adapter's
-``repro*.py`` and ``fuzz/reprocheck.py``), the rest of the adapters, the embedding API
+layer (``adapters/reproduction/``, or ``adapters/toolkit/`` in older checkouts, every
+adapter's ``repro*.py`` and ``fuzz/reprocheck.py``), the rest of the adapters, the embedding API
 (``resumefuzz/``) and the tests.  Run it on two checkouts to compare (``git worktree add``).
 """
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def area(path: Path) -> str:
     rel = path.relative_to(ROOT).as_posix()
     top = rel.split("/")[0]
-    if rel.startswith(("adapters/reproduction/", "adapters/reproduction/")) or \
+    if rel.startswith(("adapters/reproduction/", "adapters/toolkit/")) or \
             rel == "fuzz/reprocheck.py" or (top == "adapters" and path.name.startswith("repro")):
         return "reproduction"
     return {"refmodel": "oracle", "fuzz": "engine", "adapters": "adapters (other)",

@@ -3,7 +3,7 @@ long every wait may take.
 
 ``Policy(adapter, variant, settings)`` joins the ``Settings`` the caller chose with the
 ``Tuning`` the adapter declares for the variant (asked once, on first use): a worker is
-reused only where both allow it, the fork server only where workers are reused, an op's time
+reused only where both allow it, an op's time
 limit is the longer of the two.  The worker transport (``fuzz.transport``), the pool of idle
 workers (``fuzz.pools``) and the case runner (``fuzz.cases``) all read it, so each rule is
 decided in one place.  ``settings`` may be replaced while a session lives (a test moving the
@@ -41,16 +41,6 @@ class Policy:
         """Does a worker that closed its case normally stay for the next case?"""
         allowed = getattr(self.tuning, "reuse_worker", False)
         return bool(allowed) and self.settings.reuse and self.settings.mode == "fork"
-
-    @functools.cached_property
-    def serves_forks(self) -> bool:
-        """Are this session's workers forked from a fork server (``Settings.fork_server``)?
-        Only where the variant reuses workers (``Tuning.reuse_worker``): there it was
-        measured (the reference target, LangGraph, AutoGen); 30-second CrewAI campaigns, whose
-        every case forks a worker, overran their time box by up to 25 s with it (up to 7 s
-        without), not yet explained (benchmarks/history/round-24.md)."""
-        return self.settings.mode == "fork" and self.settings.fork_server \
-            and bool(getattr(self.tuning, "reuse_worker", False))
 
     @functools.cached_property
     def cleans_up(self) -> bool:

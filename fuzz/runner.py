@@ -6,14 +6,14 @@ store, whose ``apply(op)`` returns the ``Observation`` of docs/contract.md §3. 
 composes the parts that serve its cases, each in its own module:
 
 - ``fuzz.policy.Policy``: the ``Settings`` read against the variant's ``Capabilities``
-  (worker reuse, warm spares, fork server, cleanup, time limits);
-- ``fuzz.transport.Transport``: the worker processes (forked from the parent, or from the
-  session's fork server, or spawned) and the short-lived cleanup workers;
+  (worker reuse, warm spares, cleanup, time limits);
+- ``fuzz.transport.Transport``: the worker processes (forked from the parent, or spawned) and
+  the short-lived cleanup workers;
 - ``fuzz.pools.WorkerPool``: the idle workers kept between cases (spares, reused workers,
   racers), and which worker a case, a recovery or a racer takes;
 - ``fuzz.cases.CaseRunner``: one case's operations, races and twins.
 
-Why a fork server: the frameworks take 0.6-8 s to import; a forked child of a pre-imported parent
+Why fork: the frameworks take 0.6-8 s to import; a forked child of a pre-imported parent
 starts in milliseconds.  Why a worker per case rather than per op: an in-memory store lives in the
 worker, and most ops need no new process.  Why not one worker for every case: a framework's
 module-level state (registries, caches, event buses, threads) would carry one case into the
@@ -50,8 +50,7 @@ MODES = ("fork", "spawn", "inprocess")
 class Settings:
     op_timeout: float = 30.0  # seconds an operation may take before it is ``stuck``
     keep_cases: bool = False  # keep each case's directory (stores, ledger) after it closes
-    # ``fork``: workers forked from the prepared parent, through the session's fork server
-    # (``fork_server``; the default).  ``spawn``: a fresh
+    # ``fork``: workers forked from the prepared parent (the default).  ``spawn``: a fresh
     # interpreter per worker, which imports the framework again (cold-start checks, benchmarks).
     # ``inprocess``: no worker at all, for benchmarks and debugging; no SIGKILL crash points, no
     # races, no time limit.
@@ -74,15 +73,6 @@ class Settings:
     # at every operation boundary, in every process: such a finding no longer waits for a
     # process whose history happens to collect at the right moment.
     collect_garbage: bool = False
-    # ``fork`` mode, where the variant reuses workers (``Policy.serves_forks``): fork workers
-    # from a fork server of the session's (``fuzz.internal.forkserver``), forked from the parent
-    # once, instead of from the parent itself, whose own copy-on-write faults after each fork
-    # were a third of its CPU.  Off by default: with it on, one reference campaign of CI's
-    # core run counted a tool error that the same campaign did not show here in 138 runs, 120
-    # of them three at a time beside two busy loops; until that is explained, the parent forks
-    # its workers (benchmarks compare the two: benchmarks/history/round-24.md and
-    # round-25.md).
-    fork_server: bool = False
 
 
 class Session:
@@ -142,7 +132,6 @@ class Session:
         session's temp folder (unless ``keep_cases``, or the caller gave one)."""
         self.pool.close()
         reap(self.policy.grace())
-        self.transport.close()
         if self._own_root and not self.settings.keep_cases:
             shutil.rmtree(self.root, ignore_errors=True)
 

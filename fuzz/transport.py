@@ -5,12 +5,11 @@ A worker serves commands (``fuzz.internal.messages``) on one case at a time:
 SIGKILL barrier), ``("died", None)`` or ``("timeout", None)``; ``owed_reply`` reads the query
 it sends unasked after an op; ``stop`` closes its case; ``kill`` ends it.  Two kinds:
 ``ProcessWorker``, a child process on a pipe (``fuzz.internal.worker.serve``), forked from the
-parent (``multiprocess``, fork context), from the session's fork server
-(``fuzz.internal.forkserver``, ``Settings.fork_server``) or spawned; and ``LocalWorker``, the
-``inprocess`` mode's stand-in, which runs the same commands in this process.
+parent (``multiprocess``, fork context) or spawned; and ``LocalWorker``, the ``inprocess``
+mode's stand-in, which runs the same commands in this process.
 
 ``Transport`` starts a session's children (``launch``: a worker, or a short-lived one that
-runs the adapter's cleanup) and owns its fork server.  Every child dies with the parent,
+runs the adapter's cleanup).  Every child dies with the parent,
 whatever kills it (``fuzz.internal.lifetime``: a parent-death signal and a lifeline pipe); a
 worker that closed normally is not waited for but released once it has exited (``reap``).
 Which workers stay idle for later cases is the pool's business (``fuzz.pools``), not this
@@ -24,7 +23,6 @@ import os
 import re
 import sysconfig
 import time
-import weakref
 from pathlib import Path
 
 import multiprocess
@@ -35,7 +33,6 @@ from refmodel import Workflow
 from .internal import lifetime
 from .internal import messages as m
 from .internal.blame import roots_of
-from .internal.forkserver import Forked, ForkServer
 from .internal.ledger import MemoryLedger
 from .internal.worker import OUTPUT_LIMIT, STACK_SIGNAL
 from .internal.worker import cleanup as _cleanup
@@ -51,15 +48,11 @@ _POLL = 0.25  # seconds between looks at a requested stop while waiting for a wo
 
 
 class Transport:
-    """Starts the children of one session (its workers, its short-lived cleanups) and owns its
-    fork server; counts the workers that would not stay for another case."""
+    """Starts the children of one session (its workers, its short-lived cleanups); counts the
+    workers that would not stay for another case."""
 
     def __init__(self, policy: Policy):
         self.policy = policy
-        # The fork server (``Settings.fork_server``), made when the first worker is needed; a
-        # list, so that the finalizer holds it, not us.
-        self.servers: list[ForkServer] = []
-        weakref.finalize(self, close_servers, self.servers)
         # Workers told to stay that exited instead, their case still alive in them (a thread,
         # an open file: ``worker.Residue``), and the last thing one left.
         self.left_behind, self.last_left = 0, ""
@@ -70,27 +63,10 @@ class Transport:
 
     def launch(self, kind: str, conn=None, args: tuple = ()):
         """Start a child of this session's: ``"serve"``, a worker on ``conn`` (its end of the
-        pipe), or ``"cleanup"`` (``args``: the workdir).  ``fork`` mode: from the session's
-        fork server (``Settings.fork_server``, made now if it has none, or a new one if it
-        died), or else from this process; ``spawn``: a fresh interpreter.  Returns the
-        child's process (a ``multiprocess.Process`` or a ``forkserver.Forked``); ``OSError``
-        when it cannot be forked."""
+        pipe), or ``"cleanup"`` (``args``: the workdir).  ``fork`` mode: forked from this
+        process; ``spawn``: a fresh interpreter.  Returns the child's ``multiprocess.Process``;
+        ``OSError`` when it cannot be forked."""
         adapter, variant = self.policy.adapter, self.policy.variant
-        if self.policy.serves_forks:
-            reap()
-            for attempt in (1, 2):
-                if not self.servers or not self.servers[0].alive():
-                    close_servers(self.servers)
-                    self.servers.append(ForkServer(
-                        {"serve": (_serve, (adapter, variant)),
-                         "cleanup": (_cleanup, (adapter, variant))}, child_main))
-                try:
-                    fds = () if conn is None else (conn.fileno(),)
-                    return self.servers[0].start(kind, fds, (False, *args) if kind == "serve"
-                                                 else args)
-                except OSError:
-                    if attempt == 2 or self.servers[0].alive():
-                        raise
         ctx = _contexts[self.policy.settings.mode]
         if kind == "serve":
             return start_child(ctx, _serve, conn, adapter, variant, ctx is not _ctx)
@@ -129,10 +105,6 @@ class Transport:
         """A worker told to stay exited instead: its case left ``what`` alive in it."""
         self.left_behind += 1
         self.last_left = what
-
-    def close(self) -> None:
-        """End the fork server, if there is one."""
-        close_servers(self.servers)
 
 
 class ProcessWorker:
@@ -276,7 +248,7 @@ class ProcessWorker:
             return ""
         try:
             start = self.output.stat().st_size
-            signal_worker(self.process, STACK_SIGNAL)
+            os.kill(self.process.pid, STACK_SIGNAL)
         except OSError:
             return ""
         # The handler writes the whole dump at once, from C; the file stops growing when it is
@@ -459,21 +431,6 @@ def reap(wait: float | None = None) -> None:
         if process.exitcode is not None:
             _exiting.remove(process)
             release(process)
-
-
-def close_servers(servers: list) -> None:
-    """End the session's fork server, if it has one."""
-    while servers:
-        servers.pop().close()
-
-
-def signal_worker(process, signum: int) -> None:
-    """Send ``signum`` to a worker: through its pidfd where the fork server forked it (its pid
-    may be another process's once the server has reaped it)."""
-    if isinstance(process, Forked):
-        process.signal(signum)
-    else:
-        os.kill(process.pid, signum)
 
 
 def release(process) -> None:
