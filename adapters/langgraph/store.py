@@ -186,6 +186,16 @@ class Store:
     def _wrap(self) -> None:
         self.saver = holding_saver(self.inner)
 
+    def _attach(self, inner) -> None:
+        """Make ``inner`` (a saver on a new connection) the store's: the holding wrapper is
+        made on first use and repointed after, so a graph compiled with it sees the new one."""
+        self.inner = inner
+        if self.saver is None:
+            self._wrap()
+        else:
+            self.saver.inner = inner
+            self.saver.serde = inner.serde
+
 
 class MemoryStore(Store):
     """``InMemorySaver``: the store is this process's dicts; it dies with the worker."""
@@ -228,12 +238,7 @@ class SqliteStore(Store):
 
         # As SqliteSaver.from_conn_string builds it, with a longer lock wait for races.
         conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=SQLITE_BUSY_TIMEOUT)
-        self.inner = SqliteSaver(conn)
-        if self.saver is None:
-            self._wrap()
-        else:
-            self.saver.inner = self.inner
-            self.saver.serde = self.inner.serde
+        self._attach(SqliteSaver(conn))
 
     def rows(self, thread_id: str) -> list[Row]:
         with self.inner.cursor(transaction=False) as cur:
@@ -303,12 +308,7 @@ class PostgresStore(Store):
         conn = psycopg.connect(
             dsn_for(self.dbname), autocommit=True, prepare_threshold=0, row_factory=dict_row
         )
-        self.inner = PostgresSaver(conn)
-        if self.saver is None:
-            self._wrap()
-        else:
-            self.saver.inner = self.inner
-            self.saver.serde = self.inner.serde
+        self._attach(PostgresSaver(conn))
 
     def rows(self, thread_id: str) -> list[Row]:
         with self.inner.conn.cursor() as cur:  # dict rows, autocommit (as the saver opened it)
