@@ -41,56 +41,16 @@ def candidate_ops(model: Model, world: World, *, max_threads: int = 3,
                   admit=None) -> Iterator[Op]:
     """Every operation enabled in ``world``, with every crash point and BadOutput, in fixed order.
 
-    ``admit(op) -> bool``, when given, keeps only the operations a target can express (a
-    variant's capabilities): the minimum for that variant.
+    Crash points and bad outputs name every task (a shape's: every task instance).  Resumes give
+    each value; in a shape (docs/contract.md §7) also a map naming each pending question alone
+    and all of them together, forks answer a checkpoint's other questions by one map too, and
+    racers take one question or every pair of pending questions.  ``admit(op) -> bool``, when
+    given, keeps only the operations a target can express (a variant's capabilities): the
+    minimum for that variant.
     """
     wf = model.workflow
-    if wf.shape is not None:
-        yield from _shape_ops(model, world, max_threads=max_threads, admit=admit)
-        return
-    crashes = [None] + [
-        CrashAt(t, phase, kind) for t in range(1, wf.n + 1) for phase in PHASES for kind in CRASH_KINDS
-    ]
-
-    def executing(make):
-        for crash in crashes:
-            yield make(crash=crash)
-        for t in range(1, wf.n + 1):
-            yield make(bad_output=t)
-
-    names = world.names()
-    ops: list[Op] = []
-    if ROOT not in names:
-        ops += executing(lambda **kw: Start(ROOT, **kw))
-    for name in names:
-        thread = world.get(name)
-        for value in wf.values:
-            ops += executing(lambda **kw: Resume(name, value=value, **kw))
-        ops += executing(lambda **kw: Recover(name, **kw))
-        if len(names) < max_threads:
-            for gate, _ in thread.gate_checkpoints:
-                for value in wf.values:
-                    new = f"f{len(names)}"
-                    ops += executing(lambda **kw: Fork(name, gate=gate, value=value, new_thread=new, **kw))
-        ops.append(Query(name))
-        ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
-        ops += [Tamper(name, how="forged", part=part) for part in forge_parts(wf, thread.durable)]
-        ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
-        ops.append(TwinRecover(name))
-        ops += [StaleResume(name, gate=gate, value=value)
-                for gate, _ in thread.gate_checkpoints for value in wf.values]
-    for op in ops:
-        if model.enabled(world, op) and (admit is None or admit(op)):
-            yield op
-
-
-def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterator[Op]:
-    """``candidate_ops`` for a shaped workflow (docs/contract.md §7): crash points and bad
-    outputs at every task instance; a plain resume with each value, and a map naming each pending
-    question alone and all of them together; forks and stale handles by question id; racers
-    on one question, and on every pair of pending questions."""
-    wf = model.workflow
-    labels = wf.shape.instances()
+    shaped = wf.shape is not None
+    labels = wf.shape.instances() if shaped else range(1, wf.n + 1)
     crashes = [None] + [CrashAt(t, phase, kind)
                         for t in labels for phase in PHASES for kind in CRASH_KINDS]
 
@@ -106,7 +66,7 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
         ops += executing(lambda **kw: Start(ROOT, **kw))
     for name in names:
         thread = world.get(name)
-        pending = thread.durable.pending or ()
+        pending = (thread.durable.pending or ()) if shaped else ()
         maps = [((q, v),) for q in pending for v in wf.values]
         if len(pending) > 1:
             maps += [tuple(zip(pending, vs))
@@ -118,7 +78,7 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
         ops += executing(lambda **kw: Recover(name, **kw))
         if len(names) < max_threads:
             for gate, checkpoint in thread.gate_checkpoints:
-                others = [q for q in checkpoint.pending if q != gate]
+                others = [q for q in checkpoint.pending if q != gate] if shaped else []
                 for value in wf.values:
                     new = f"f{len(names)}"
                     ops += executing(lambda **kw: Fork(name, gate=gate, value=value,
@@ -129,6 +89,9 @@ def _shape_ops(model: Model, world: World, *, max_threads: int, admit) -> Iterat
                             answers=[(q, value) for q in others], **kw))
         ops.append(Query(name))
         ops += [Tamper(name, how=how) for how in TAMPER_HOWS]
+        if not shaped:  # refmodel.forge edits a chain's state
+            ops += [Tamper(name, how="forged", part=part)
+                    for part in forge_parts(wf, thread.durable)]
         ops += [Race(name, values=c) for c in itertools.combinations_with_replacement(wf.values, 2)]
         ops += [Race(name, values=vs, gates=pair) for pair in itertools.combinations(pending, 2)
                 for vs in itertools.product(wf.values, repeat=2)]

@@ -131,26 +131,64 @@ class Model:
         """Why ``op`` cannot be applied to ``world`` (empty when it can).
 
         These are the harness's preconditions, shared by ``explore`` and the fuzz machine: they
-        keep generated traces to the ones the contract gives a meaning to.
+        keep generated traces to the ones the contract gives a meaning to.  In a shaped workflow
+        (docs/contract.md §7) crash points and bad outputs name task instances, and resumes,
+        forks and racers name pending question ids.
         """
         wf = self.workflow
-        if wf.shape is not None:
-            return self._why_disabled_shape(world, op)
-        if getattr(op, "answers", ()) or getattr(op, "gates", ()):
-            return "question maps and racers' questions belong to a shaped workflow"
-        crash = getattr(op, "crash", None)
-        # A shape's labels are strings: on a chain they name no task.
-        if crash is not None and not (isinstance(crash.task, int) and 1 <= crash.task <= wf.n):
-            return f"crash task {crash.task} is not a task of the workflow"
-        bad = getattr(op, "bad_output", None)
-        if bad is not None and not (isinstance(bad, int) and 1 <= bad <= wf.n):
-            return f"bad_output task {bad} is not a task of the workflow"
+        reason = self._why_not_its_tasks(op)
+        if reason:
+            return reason
         thread = world.get(op.thread)
         if isinstance(op, Start):
             return "thread already exists" if thread is not None else ""
         if thread is None:
             return "no such thread"
         status = thread.durable.view(wf).status
+        reason = (self._why_not_answered_shape(world, thread, status, op) if wf.shape is not None
+                  else self._why_not_answered(world, thread, status, op))
+        if reason:
+            return reason
+        if isinstance(op, Tamper):
+            if status == "new":
+                return "nothing is persisted to tamper with"
+            if thread.tampered:
+                return "already tampered"
+            if op.how == "forged" and wf.shape is not None:
+                return "forging a shaped state is not modelled (refmodel.forge edits a chain)"
+            if op.part is not None and op.part not in forge_parts(wf, thread.durable):
+                return f"no stored part {op.part!r} to forge; have {forge_parts(wf, thread.durable)}"
+        if isinstance(op, TwinRecover) and not thread.needs_recovery:
+            return "twin_recover needs a thread left by a crash"
+        if isinstance(op, StaleResume):
+            return _why_no_stale_handle(wf, thread, op)
+        return ""
+
+    def _why_not_its_tasks(self, op: Op) -> str:
+        """Does ``op`` name only tasks (crash point, bad output) and questions of the workflow?"""
+        wf = self.workflow
+        if wf.shape is None:
+            if getattr(op, "answers", ()) or getattr(op, "gates", ()):
+                return "question maps and racers' questions belong to a shaped workflow"
+            crash = getattr(op, "crash", None)
+            # A shape's labels are strings: on a chain they name no task.
+            if crash is not None and not (isinstance(crash.task, int) and 1 <= crash.task <= wf.n):
+                return f"crash task {crash.task} is not a task of the workflow"
+            bad = getattr(op, "bad_output", None)
+            if bad is not None and not (isinstance(bad, int) and 1 <= bad <= wf.n):
+                return f"bad_output task {bad} is not a task of the workflow"
+            return ""
+        labels = wf.shape.instances()
+        for what in ("crash", "bad_output"):
+            task = getattr(op, what, None)
+            task = task.task if what == "crash" and task is not None else task
+            if task is not None and task not in labels:
+                return f"{what} task {task!r} is not a task instance of the shape"
+        return ""
+
+    def _why_not_answered(self, world: World, thread, status: str, op: Op) -> str:
+        """A chain's resume, race and fork preconditions."""
+        wf = self.workflow
         if isinstance(op, Resume | Race):
             values = op.values if isinstance(op, Race) else (op.value,)
             if any(v not in wf.values for v in values):
@@ -166,37 +204,13 @@ class Model:
                 return f"no checkpoint of this thread has gate {op.gate} pending"
             if not op.new_thread or world.get(op.new_thread) is not None:
                 return f"fork needs a new thread name, got {op.new_thread!r}"
-        if isinstance(op, Tamper):
-            if status == "new":
-                return "nothing is persisted to tamper with"
-            if thread.tampered:
-                return "already tampered"
-            if op.part is not None and op.part not in forge_parts(wf, thread.durable):
-                return f"no stored part {op.part!r} to forge; have {forge_parts(wf, thread.durable)}"
-        if isinstance(op, TwinRecover) and not thread.needs_recovery:
-            return "twin_recover needs a thread left by a crash"
-        if isinstance(op, StaleResume):
-            return _why_no_stale_handle(wf, thread, op)
         return ""
 
-    def _why_disabled_shape(self, world: World, op: Op) -> str:
-        """``why_disabled`` for a shaped workflow (docs/contract.md §7): crash points and bad
-        outputs name task instances, resumes and racers name pending question ids."""
+    def _why_not_answered_shape(self, world: World, thread, status: str, op: Op) -> str:
+        """A shape's resume, race and fork preconditions: answers by question id."""
         wf, shape = self.workflow, self.workflow.shape
-        labels = shape.instances()
-        asks = {q for label in labels for q in shape.questions(label)}
-        for what in ("crash", "bad_output"):
-            task = getattr(op, what, None)
-            task = task.task if what == "crash" and task is not None else task
-            if task is not None and task not in labels:
-                return f"{what} task {task!r} is not a task instance of the shape"
-        thread = world.get(op.thread)
-        if isinstance(op, Start):
-            return "thread already exists" if thread is not None else ""
-        if thread is None:
-            return "no such thread"
+        asks = {q for label in shape.instances() for q in shape.questions(label)}
         pending = thread.durable.pending or ()
-        status = thread.durable.view(wf).status
         if isinstance(op, Race):
             values = op.values
         elif isinstance(op, Fork):
@@ -233,17 +247,6 @@ class Model:
                 return f"a fork's map names other questions pending at its checkpoint: {others}"
             if not op.new_thread or world.get(op.new_thread) is not None:
                 return f"fork needs a new thread name, got {op.new_thread!r}"
-        if isinstance(op, Tamper):
-            if status == "new":
-                return "nothing is persisted to tamper with"
-            if thread.tampered:
-                return "already tampered"
-            if op.how == "forged":
-                return "forging a shaped state is not modelled (refmodel.forge edits a chain)"
-        if isinstance(op, TwinRecover) and not thread.needs_recovery:
-            return "twin_recover needs a thread left by a crash"
-        if isinstance(op, StaleResume):
-            return _why_no_stale_handle(wf, thread, op)
         return ""
 
     def _asked_by(self, gate, later) -> bool:

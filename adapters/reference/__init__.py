@@ -77,7 +77,7 @@ class ReferenceAdapter(Adapter):
     def open(self, variant, workflow, workdir):
         return ReferenceCase(workflow, Path(workdir), self.mutant)
 
-    # No reproduction script (``repro_script``/``reproduction`` stay ``None``): the self-test
+    # No reproduction script (``reproduction`` stays ``None``): the self-test
     # targets have no framework to report to, and a script would have to carry the refmodel or
     # import it.  Their reports say so; ``resumefuzz replay`` reproduces them.
 
@@ -97,67 +97,54 @@ class ReferenceCase(Case):
 
     # -- executing ops ------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
+        from refmodel.run import execute, execute_shape
+
         if self.workflow.shape is not None:
-            return self._run_shape(op, hooks)
-        from refmodel.run import Commit, Effect, Interrupt, execute
-        from refmodel.run import BadOutput as Bad
-        from refmodel.run import Begin
-
-        branch = op.new_thread if isinstance(op, Fork) else op.thread
-        stuck = self._on("Stuck") and isinstance(op, Recover)
-        self.store.lock(branch, break_stale=not stuck)
-        trusting = self._on("InvalidPersist")
-        claim = None
-        try:
-            durable, seq, answer, claim = self._plan(op, trusting, hooks)
-            bad = next((t for t in range(1, self.workflow.n + 1) if hooks.wants_bad_output(t)), None)
-            events = execute(
-                self.workflow, durable, answer=answer, bad_output=bad,
-                persist_bad=trusting, misrecord_answers=self._on("StateMismatch") and isinstance(op, Resume),
-                replay_prefix=self._on("PrefixReplay") and isinstance(op, Resume),
-            )
-            for event in events:
-                if isinstance(event, Begin):
-                    hooks.task_begins(event.task)
-                elif isinstance(event, Effect):
-                    hooks.effect(event.task, event.value)
-                elif isinstance(event, Commit | Interrupt):
-                    seq += 1
-                    self.store.write(branch, event.durable, seq)
-                    if claim is not None and isinstance(event, Commit):
-                        self.store.settle(claim)
-                        claim = None
-                elif isinstance(event, Bad):
-                    raise Refused(f"task {event.task} returned a value outside the state schema")
-            return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
-        except BaseException:
-            if claim is not None:  # the consume did not finish: the interrupt is still open
-                self.store.release(claim)
-            raise
-        finally:
-            self.store.unlock(branch)
-
-    # -- shaped workflows (docs/contract.md §7) -------------------------------------------------
-    def _run_shape(self, op, hooks) -> str:
-        from refmodel.run import BadOutput as Bad
-        from refmodel.run import Begin, Commit, Effect, Interrupt, execute_shape
-
-        branch = op.new_thread if isinstance(op, Fork) else op.thread
-        self.store.lock(branch, break_stale=True)
-        claim = None
-        try:
-            durable, seq, given, claim = self._plan_shape(op, hooks)
-            labels = self.workflow.shape.instances()
-            bad = next((t for t in labels if hooks.wants_bad_output(t)), None)
-            # A run that does not return (a crash, a refused output) leaves the marker: the next
-            # recovery knows the thread was left by a crash (the SiblingReplay switch reads it).
-            write_file(self.store.path(branch, "crashed"), "")
+            # A run that does not return (a crash, a refused output) leaves the "crashed"
+            # marker: the next recovery knows the thread was left by a crash (the
+            # SiblingReplay switch reads it).
             mutant = self.mutant
-            events = execute_shape(
-                self.workflow, durable, given, bad_output=bad,
-                cross_answers=mutant == "CrossedAnswer", carry_answers=mutant == "LoopCarry",
-                ask_again=mutant == "AskedAgain", lose_siblings=mutant == "LostSiblingWrite",
-                pre_again=mutant == "PreEffectAgain")
+
+            def shaped(durable, given):
+                labels = self.workflow.shape.instances()
+                return execute_shape(
+                    self.workflow, durable, given,
+                    bad_output=next((t for t in labels if hooks.wants_bad_output(t)), None),
+                    cross_answers=mutant == "CrossedAnswer", carry_answers=mutant == "LoopCarry",
+                    ask_again=mutant == "AskedAgain", lose_siblings=mutant == "LostSiblingWrite",
+                    pre_again=mutant == "PreEffectAgain")
+
+            return self._drive(op, hooks, lambda: self._plan_shape(op, hooks), shaped,
+                               break_stale=True, marks_crash=True)
+        trusting = self._on("InvalidPersist")
+
+        def chain(durable, answer):
+            bad = next((t for t in range(1, self.workflow.n + 1) if hooks.wants_bad_output(t)),
+                       None)
+            return execute(
+                self.workflow, durable, answer=answer, bad_output=bad, persist_bad=trusting,
+                misrecord_answers=self._on("StateMismatch") and isinstance(op, Resume),
+                replay_prefix=self._on("PrefixReplay") and isinstance(op, Resume))
+
+        return self._drive(op, hooks, lambda: self._plan(op, trusting, hooks), chain,
+                           break_stale=not (self._on("Stuck") and isinstance(op, Recover)))
+
+    def _drive(self, op, hooks, plan, events_of, *, break_stale: bool,
+               marks_crash: bool = False) -> str:
+        """Run ``op`` on its branch, locked: ``plan()`` says where it starts (durable state,
+        write counter, answers, claim on the interrupt it consumes), ``events_of(durable,
+        answers)`` runs the workflow from there, and each event reaches the hooks or the store.
+        A consume that does not finish leaves its interrupt open (the claim is released)."""
+        from refmodel.run import BadOutput, Begin, Commit, Effect, Interrupt
+
+        branch = op.new_thread if isinstance(op, Fork) else op.thread
+        self.store.lock(branch, break_stale=break_stale)
+        claim = None
+        try:
+            durable, seq, given, claim = plan()
+            if marks_crash:
+                write_file(self.store.path(branch, "crashed"), "")
+            events = events_of(durable, given)
             for event in events:
                 if isinstance(event, Begin):
                     hooks.task_begins(event.task)
@@ -169,9 +156,10 @@ class ReferenceCase(Case):
                     if claim is not None and isinstance(event, Commit):
                         self.store.settle(claim)
                         claim = None
-                elif isinstance(event, Bad):
+                elif isinstance(event, BadOutput):
                     raise Refused(f"task {event.task} returned a value outside the state schema")
-            self.store.path(branch, "crashed").unlink(missing_ok=True)
+            if marks_crash:
+                self.store.path(branch, "crashed").unlink(missing_ok=True)
             return "interrupted" if events and isinstance(events[-1], Interrupt) else "completed"
         except BaseException:
             if claim is not None:
@@ -180,6 +168,7 @@ class ReferenceCase(Case):
         finally:
             self.store.unlock(branch)
 
+    # -- shaped workflows (docs/contract.md §7) -------------------------------------------------
     def _plan_shape(self, op, hooks):
         """Where a shaped run starts: (durable state, write counter, answers given, claim)."""
         from refmodel.run import runnable
