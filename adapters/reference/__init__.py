@@ -176,9 +176,7 @@ class ReferenceCase(Case):
         wf = self.workflow
         head_path = self.store.path(op.thread, "head.json")
         if isinstance(op, Start):
-            if self.store.load(head_path, trusting=True) is not None:
-                raise Refused(f"thread {op.thread!r} already exists")
-            return Durable(), 0, None, None
+            return self._plan_start(op)
         if isinstance(op, Fork):
             if self.store.load(self.store.path(op.new_thread, "head.json"), trusting=True):
                 raise Refused(f"branch {op.new_thread!r} already exists")
@@ -218,13 +216,17 @@ class ReferenceCase(Case):
                               durable.answers, durable.pending)
         return durable, seq, None, None
 
+    def _plan_start(self, op):
+        """A new thread starts from nothing: (empty state, no writes, no answer, no claim)."""
+        if self.store.load(self.store.path(op.thread, "head.json"), trusting=True) is not None:
+            raise Refused(f"thread {op.thread!r} already exists")
+        return Durable(), 0, None, None
+
     def _plan(self, op, trusting: bool, hooks):
         """Where the run starts: (durable state, write counter, answer, claim)."""
         head_path = self.store.path(op.thread, "head.json")
         if isinstance(op, Start):
-            if self.store.load(head_path, trusting=True) is not None:
-                raise Refused(f"thread {op.thread!r} already exists")
-            return Durable(), 0, None, None
+            return self._plan_start(op)
         if isinstance(op, Fork):
             return self._plan_fork(op, trusting)
         loaded = self.store.load(head_path, trusting=trusting)
