@@ -175,7 +175,10 @@ class AutoGenCase(Case):
                 if part is None or (part != "pending" and state == rewritten):
                     # The script's own lines: the same content (``rewrite`` is pasted into it);
                     # a forged part whose request message needed no change is that content too.
-                    record_call(self.workdir, f"overwrite({name!r}, rewrite(load({name!r}), "
+                    # (the JSON store keeps one state per run: saving it again overwrites it)
+                    kind = self.options["store"]
+                    write = "save_json" if kind == "json" else f"overwrite_{kind}"
+                    record_call(self.workdir, f"{write}({name!r}, rewrite(load_{kind}({name!r}), "
                                 f"{list(fake.done)!r}, {dict(fake.answers)!r}))")
                 else:
                     record_call(self.workdir, f"<unknown: a forged {part!r} part is not written "

@@ -29,7 +29,7 @@ Each operation is one ``asyncio.run``: a team is bound to the loop that first ru
 nothing outlives the op.
 
 Every AutoGen call and every save or load of the caller's store is told to ``record`` as the line
-a user would write (``await team.load_state(load('run-1'))``): the reproduction script
+a user would write (``await team.load_state(load_json('run-1'))``): the reproduction script
 (``repro.py``) repeats them.  ``name`` turns a thread into the name the script uses.  A racer
 (a resume shown its gate) records under its own kind, ``racer <pid>``, so that the lines of
 racers running at once can be told apart.
@@ -90,10 +90,21 @@ class Runner:
         if self.record_to is not None:
             self.record_to(source, self.kind)
 
+    def _store_call(self, verb: str) -> str:
+        """The script's store function for ``verb`` (``save``, ``load``): ``save_json``,
+        ``load_sqlite``, ... (the script defines the functions of the variant's store)."""
+        return f"{verb}_{getattr(self.store, 'kind', 'json')}"
+
     def _saved(self, thread: str, label: str) -> str:
         """The script's ``save`` call of the state just saved (the label: SQLite history only)."""
         tail = f", {label!r}" if getattr(self.store, "kind", "") == "sqlite" else ""
-        return f"save({self.name(thread)!r}, await team.save_state(){tail})"
+        return f"{self._store_call('save')}({self.name(thread)!r}, await team.save_state(){tail})"
+
+    def _loaded(self, thread: str, label: str | None = None) -> str:
+        """The script's ``load`` call of ``thread``'s newest state (with ``label``: the newest
+        saved under it)."""
+        tail = f", {label!r}" if label is not None else ""
+        return f"{self._store_call('load')}({self.name(thread)!r}{tail})"
 
     # -- the operations -------------------------------------------------------------------------
 
@@ -133,7 +144,7 @@ class Runner:
         if shown is not None:  # a racer: its lines apart from the other racers'
             self.kind = f"racer {os.getpid()}"
         team = self._team()
-        self.record(f"await team.load_state(load({self.name(thread)!r}))")
+        self.record(f"await team.load_state({self._loaded(thread)})")
         await team.load_state(state)
         gate = asking(state)
         if gate is None or (shown is not None and gate != shown):
@@ -148,7 +159,7 @@ class Runner:
         text = self.store.latest(thread)
         team = self._team()
         if text is not None:
-            self.record(f"await team.load_state(load({self.name(thread)!r}))")
+            self.record(f"await team.load_state({self._loaded(thread)})")
             state = parsed(text)
             await team.load_state(state)
         if given is None and text is not None and _unfinished(state, self.n):
@@ -167,7 +178,7 @@ class Runner:
         state = parsed(text)
         team = self._team()
         label = f"interrupt:t{gate}"
-        self.record(f"state = load({self.name(thread)!r}, {label!r})  # held since gate {gate} asked")
+        self.record(f"state = {self._loaded(thread, label)}  # held since gate {gate} asked")
         self.record("await team.load_state(state)")
         await team.load_state(state)
         if asking(state) != gate:
@@ -182,10 +193,10 @@ class Runner:
             raise ApplicationError(f"the runner saved no state of {thread!r} with gate {gate} asking")
         team = self._team()
         label = f"interrupt:t{gate}"
-        self.record(f"state = load({self.name(thread)!r}, {label!r})")
+        self.record(f"state = {self._loaded(thread, label)}")
         self.record("await team.load_state(state)")
         await team.load_state(parsed(text))
-        self.record(f"save({self.name(new_thread)!r}, state, {label!r})")
+        self.record(f"{self._store_call('save')}({self.name(new_thread)!r}, state, {label!r})")
         self.store.save(new_thread, label, text)
         given = {"kind": "answer", "value": value, "gate": gate, "delivered": False}
         self.book.set(new_thread, given)

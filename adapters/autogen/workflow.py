@@ -2,7 +2,10 @@
 
 This module imports AutoGen at import time, so the adapter imports it only from ``prepare()`` and
 ``open()``.  It talks to the caller's hooks by duck typing (``task_begins``, ``effect``,
-``output``), so it needs nothing of resumefuzz.
+``output``), so it needs nothing of resumefuzz: a finding's reproduction script (``repro.py``)
+pastes ``TaskOutput``, ``TaskAgent`` and the variant's team builder (``swarm_team``,
+``loop_graph``, ``split_graph``) from here, with hooks of its own (its crash points and effect
+log), and the case builds the same teams through ``build_team``.
 
 Every task writes its result as a typed ``StructuredMessage[TaskOutput]`` (AgentChat's own way of
 carrying structured data between agents): the message thread *is* the workflow state that
@@ -139,27 +142,35 @@ def build_team(shape: str, step: bool, n: int, gates, hooks):
     """A fresh team for the workflow (tasks ``1..n``, ``gates``); ``step``: ``max_turns=1``."""
     max_turns = 1 if step else None
     if shape == "handoff":
-        agents = [
-            TaskAgent(
-                f"t{t}", t, hooks, kind="gate" if t in gates else "task", shape=shape,
-                handoff_to=f"t{t + 1}" if t < n else None,
-            )
-            for t in range(1, n + 1)
-        ]
-        stop = HandoffTermination(target=USER) | SourceMatchTermination([f"t{n}"])
-        return Swarm(agents, termination_condition=stop, max_turns=max_turns)
+        return swarm_team(n, gates, hooks, max_turns)
     if shape in ("loop", "loopany"):
-        return _loop_graph(n, gates, hooks, max_turns, shape)
+        return loop_graph(n, gates, hooks, max_turns, shape)
     if shape == "split":
-        return _split_graph(n, gates, hooks, max_turns)
+        return split_graph(n, gates, hooks, max_turns)
     raise ValueError(f"unknown gate shape {shape!r}")
 
 
-def _not_request(message) -> bool:
+def swarm_team(n: int, gates, hooks, max_turns):
+    """Swarm t1 -> t2 -> ... by handoffs: a gate hands off to the user, which ends ``run()``, and
+    the last task's output ends it too."""
+    agents = [
+        TaskAgent(
+            f"t{t}", t, hooks, kind="gate" if t in gates else "task", shape="handoff",
+            handoff_to=f"t{t + 1}" if t < n else None,
+        )
+        for t in range(1, n + 1)
+    ]
+    stop = HandoffTermination(target=USER) | SourceMatchTermination([f"t{n}"])
+    return Swarm(agents, termination_condition=stop, max_turns=max_turns)
+
+
+def not_request(message) -> bool:
     return not is_request(message)
 
 
-def _loop_graph(n: int, gates, hooks, max_turns, shape: str):
+def loop_graph(n: int, gates, hooks, max_turns, shape: str = "loop"):
+    """GraphFlow t1 -> t2 -> ...: a gate loops back to itself while it asks, and the asking ends
+    ``run()`` (``shape``: ``loop`` or ``loopany``, which spell the loop-back edge apart)."""
     builder = DiGraphBuilder()
     names = [f"t{t}" for t in range(1, n + 1)]
     for t, name in enumerate(names, 1):
@@ -184,7 +195,7 @@ def _loop_graph(n: int, gates, hooks, max_turns, shape: str):
         if t in gates:
             builder.add_edge(name, name, condition=is_request, **(back or into(name)))
             if nxt:
-                builder.add_edge(name, nxt, condition=_not_request, **into(nxt))
+                builder.add_edge(name, nxt, condition=not_request, **into(nxt))
         elif nxt:
             builder.add_edge(name, nxt, **into(nxt))
     builder.set_entry_point(names[0])
@@ -196,7 +207,9 @@ def _loop_graph(n: int, gates, hooks, max_turns, shape: str):
     )
 
 
-def _split_graph(n: int, gates, hooks, max_turns):
+def split_graph(n: int, gates, hooks, max_turns):
+    """GraphFlow t1 -> ask2 -> t2 -> ...: before each gate t<g>, an agent ask<g> without effect
+    asks, and the asking ends ``run()``; no cycle."""
     builder = DiGraphBuilder()
     chain = []
     for t in range(1, n + 1):

@@ -4,8 +4,14 @@ a known finding, 0 on a trace AutoGen gets right."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from adapters.autogen import statefmt, workflow
+from adapters.reproduction.script import without_docstring
 from fuzz import reprocheck
 from fuzz.rate import Rate
 from fuzz.testing import allowed_resume_trace, check_standalone, defect_entries
@@ -38,7 +44,17 @@ FORGED_DONE_NOOP = DATA / "InvalidPersist-948e8588a64e.json"
 # again.  Removed from the corpus (2026-12-05) once the hitl deviation named DoubleConsume (the
 # recovery re-issues the crashed run's answer: documented); the script it needs stays tested.
 TWIN = DATA / "DoubleConsume-242f0efeb611.json"
-HARNESS = ('hooks', 'CrashInjected', 'ReproHooks')  # and fuzz.testing.HARNESS_WORDS
+# A forgery of the state written by the case's own ``statefmt.rewrite`` (JSON, SQLite, step saves).
+FORGED_JSON = CORPUS / "graphflow-loop-step-json" / "InvalidPersist-6fb42ff8fa72.json"
+FORGED_SQLITE = CORPUS / "graphflow-loopany-hitl-sqlite" / "InvalidPersist-37cfa0fe6ae2.json"
+FORGED_SQLITE_STEP = CORPUS / "graphflow-loopany-step-sqlite" / "InvalidPersist-5473cfea2299.json"
+# No task fires its effect, in the trace nor in what the checked step allows.
+QUIET = CORPUS / "swarm-handoff-hitl-json" / "InvalidPersist-67fd7f2c3b57.json"
+SWARM_LAST_RAISES = DATA / "StateMismatch-5367fa02901a.json"
+# The case's names a script must not carry (and fuzz.testing.HARNESS_WORDS).  ``hooks`` is no
+# longer one: the script's agents are the case's ``TaskAgent``, which calls its hooks (in the
+# script, ``Hooks``: the crash points and the effect log).
+HARNESS = ('CrashInjected', 'ReproHooks', '_CrashWatch')
 
 
 def reproduce(adapter, path, runs=1):
@@ -46,43 +62,75 @@ def reproduce(adapter, path, runs=1):
     return reprocheck.reproduce(adapter, variant_named(adapter, trace.variant), trace, runs=runs)
 
 
+def _reproduces(adapter, path):
+    repro = reproduce(adapter, path)
+    assert repro.checked and repro.reproduces == Rate(1, 1), (path, repro.outputs)
+    check_standalone(repro.script, HARNESS)
+    return repro.script
+
+
+def test_the_script_runs_the_workflow_the_case_runs(adapter):
+    """One workflow definition: the script's agents and team builder are ``workflow.py``'s own
+    source, called as the case calls them."""
+    script = _reproduces(adapter, CRASHED_JSON)
+    for definition in (workflow.TaskOutput, workflow.TaskAgent, workflow.loop_graph):
+        assert without_docstring(inspect.getsource(definition)) in script, definition
+    assert ("def build_team():\n    return loop_graph(n=2, gates=set(), hooks=Hooks(), max_turns=None, "
+            "shape='loop')") in script
+
+
+def test_the_script_builds_the_team_the_case_builds():
+    """The script's ``build_team()`` calls the variant's builder with the arguments the case's
+    ``workflow.build_team`` passes it, for every shape and save policy."""
+    from adapters.autogen.repro import Hooks, _build_team
+
+    for shape in ("loop", "loopany", "split", "handoff"):
+        for step in (False, True):
+            for n, gates in ((1, set()), (2, {1}), (3, {1, 3})):
+                namespace = {**vars(workflow), "Hooks": Hooks}
+                exec(_build_team(shape, SimpleNamespace(n=n, gates=gates), step), namespace)
+                ours, theirs = namespace["build_team"](), workflow.build_team(shape, step, n, gates, Hooks())
+                assert _team_shape(ours) == _team_shape(theirs), (shape, step, n, gates)
+
+
+def _team_shape(team) -> dict:
+    stop = team._termination_condition
+    graph = getattr(team, "_graph", None)
+    return {"type": type(team).__name__, "max_turns": team._max_turns,
+            "agents": [(a.name, a.task, a.kind, a.shape, a.handoff_to) for a in team._participants],
+            "stop": None if stop is None else stop.dump_component().model_dump(),
+            "graph": None if graph is None else graph.model_dump(exclude={"nodes": {"__all__": {"edges": {
+                "__all__": {"condition_function"}}}}})}
+
+
 def test_repro_of_a_race_is_the_interleaving_where_both_read_first(adapter):
-    repro = reproduce(adapter, RACE)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    script = repro.script
-    assert script.index("await team_2.load_state(load('run-1'))") < script.index(
+    script = _reproduces(adapter, RACE)
+    assert script.index("await team_2.load_state(load_json('run-1'))") < script.index(
         "await team_1.run(task=HandoffMessage(source='user', target='t1', content='resume:a'))")
-    check_standalone(script, HARNESS)
 
 
 def test_repro_of_a_forged_state_writes_what_the_case_wrote(adapter):
     """The forged content is the case's own (``protocol.forge``), written by the same
     ``rewrite`` the case uses."""
-    repro = reproduce(adapter, FORGED)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    # the forgery adds task 1's output alone: written out in the step, the newest row updated in SQL
-    assert "def rewrite(" not in repro.script and "def overwrite(" not in repro.script
-    assert """state = load('run-1')
-output = StructuredMessage[TaskOutput](content=TaskOutput(out=1), source="t1")
-state["agent_states"]["GraphManager"]["message_thread"].append(output.dump())  # an output task 1 never wrote
-DB.execute("UPDATE saves SET state = ? WHERE rowid = (SELECT max(rowid) FROM saves WHERE thread = ?)",
-           (json.dumps(state), 'run-1'))
-""" in repro.script
-    check_standalone(repro.script, HARNESS)
+    script = _reproduces(adapter, FORGED)
+    assert without_docstring(inspect.getsource(statefmt.rewrite)) in script
+    assert "overwrite_sqlite('run-1', rewrite(load_sqlite('run-1'), [1], {1: 'a'}))" in script
+
+
+@pytest.mark.parametrize("path", [FORGED_JSON, FORGED_SQLITE, FORGED_SQLITE_STEP])
+def test_repro_of_a_forged_output_that_load_state_takes(adapter, path):
+    script = _reproduces(adapter, path)
+    assert "rewrite(load_" in script
 
 
 def test_repro_of_a_forged_part_and_a_noop_resume_is_checked(adapter):
     """A forgery of the done log alone needs no change to the gate's request message: it is
     written with ``rewrite`` as the plain forgery is (not an ``<unknown>`` line), and the
-    resume that runs nothing is its ``load_state`` alone; the script's ``TaskOutput`` keeps its
-    three fields, each on its own line."""
-    repro = reproduce(adapter, FORGED_DONE_NOOP)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert "<unknown" not in repro.script
-    assert "overwrite('run-1', rewrite(load('run-1'), [1], {1: 'a'}))" in repro.script
-    assert "class TaskOutput(BaseModel):\n    task: int\n" in repro.script
-    assert "return 'completed'  # load_state() took it" in repro.script
-    check_standalone(repro.script, HARNESS)
+    resume that runs nothing is its ``load_state`` alone."""
+    script = _reproduces(adapter, FORGED_DONE_NOOP)
+    assert "<unknown" not in script
+    assert "overwrite_sqlite('run-1', rewrite(load_sqlite('run-1'), [1], {1: 'a'}))" in script
+    assert "result = None  # load_state() took it; no message in it asks: nothing to run" in script
 
 
 def test_repro_of_what_autogen_gets_right_exits_0(adapter):
@@ -91,7 +139,7 @@ def test_repro_of_what_autogen_gets_right_exits_0(adapter):
     trace = allowed_resume_trace(load_trace(BAD_OUTPUT))
     repro = reprocheck.reproduce(adapter, variant_named(adapter, trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == Rate(0, 1), repro.outputs
-    assert "await team.load_state(load('run-1'))" in repro.script
+    assert "await team.load_state(load_json('run-1'))" in repro.script
     check_standalone(repro.script, HARNESS)
 
 
@@ -103,159 +151,46 @@ def _entry(op: str):
 
 def test_repro_of_a_twin_recovery_checks_the_first_copy(adapter):
     """The fuzzer recovers the original store, then a copy taken before the call; a finding on
-    the first needs only a plain recovery, which the script says.  The recovery runs the task
-    that failed before: the crash stays the runtime's, set for the failing step alone."""
-    repro = reproduce(adapter, TWIN)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert "after the failure, the first of two recoveries each on its own copy" in repro.script
-    assert "CRASH = (2, 'before its effect')" in repro.script and "raise RuntimeError" not in repro.script
-    check_standalone(repro.script, HARNESS)
+    the first needs only a plain recovery, which the script says."""
+    script = _reproduces(adapter, TWIN)
+    assert "after the failure, the first of two recoveries each on its own copy" in script
+    assert "observe_crashing(" in script
 
 
 def test_repro_of_a_stale_resume_loads_the_state_held_since_the_gate_asked(adapter):
-    repro = reproduce(adapter, _entry("stale_resume"))
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert "await team.load_state(load('run-1', 'interrupt:t1'))  # held since gate 1 asked" in repro.script
-    check_standalone(repro.script, HARNESS)
+    script = _reproduces(adapter, _entry("stale_resume"))
+    assert "state = load_sqlite('run-1', 'interrupt:t1')  # held since gate 1 asked" in script
 
 
-def _body(script):
-    return script.split('"""', 2)[2]  # after the header, which names the crash
+@pytest.mark.parametrize("path", [CRASHED_JSON, CRASHED_SQLITE, CRASHED_ON_RESUME, SWARM_LAST_RAISES])
+def test_repro_of_a_task_raising_at_its_crash_point(adapter, path):
+    """The task raises at the runtime's crash point, which the script's ``Hooks`` call; the
+    check reads the stored state with the case's own ``statefmt.parse``."""
+    script = _reproduces(adapter, path)
+    assert 'crash_point(task, "before its effect")' in script
+    assert "verdict('stored state', read_state(load_" in script
 
 
-def test_repro_of_a_task_raising_in_the_one_run_that_enters_it_raises_in_the_task(adapter):
-    """The crash of the only step that enters the task is the task's own ``raise``: no
-    ``CRASH`` for a step to set, no runtime ``crash_point``.  The SQLite store is one
-    connection; where nothing but the check loads from the JSON store, ``read_state`` reads the
-    file itself."""
-    for path in (CRASHED_JSON, CRASHED_SQLITE, CRASHED_ON_RESUME):
-        repro = reproduce(adapter, path)
-        assert repro.checked and repro.reproduces == Rate(1, 1), (path, repro.outputs)
-        body = _body(repro.script)
-        assert 'if self.t == 2:  # the crash point of step' in body, path
-        assert 'raise RuntimeError("task 2 fails before its effect")' in body, path
-        assert "CRASH" not in body and "crash_point" not in body, path
-        check_standalone(repro.script, HARNESS)
-        assert "    async def on_reset(self, cancellation_token): pass" in body, path
-        assert max(len(line) for line in body.splitlines() if not line.startswith("# ")) <= 120
-        if path != CRASHED_ON_RESUME:  # no gate: the output is built where it is sent
-            assert "(content=TaskOutput(out=self.t), source=self.name))" in body, path
-        if path == CRASHED_ON_RESUME:  # the tasks done alone tell it apart: all it reads
-            assert "verdict('stored state', read_state('run-1'), [{'done': [1]}])" in body
-            assert "answer" not in body and "observe(" not in body and repro.lines <= 60, repro.script
-        if path == CRASHED_JSON:
-            assert "def load(" not in body and 'path = pathlib.Path(WORKDIR, f"{thread}.json")' in body
-            assert repro.lines <= 60, repro.script
-        else:
-            assert 'DB = sqlite3.connect(":memory:", isolation_level=None)' in body
-            assert "WORKDIR" not in body  # one process, its store in memory: no file
-            assert "with sqlite3.connect(" not in body
+def test_repro_of_a_quiet_trace(adapter):
+    _reproduces(adapter, QUIET)
 
 
-SWARM_LAST_RAISES = DATA / "StateMismatch-5367fa02901a.json"
+def test_the_script_stores(tmp_path):
+    """The script's stores: the newest state per run (SQLite: under a label, if asked; and
+    overwritten in place), ``None`` for a run never saved."""
+    from adapters.autogen import repro
 
-
-def test_the_last_task_of_a_swarm_raising_sends_no_reply_of_its_own(adapter):
-    """Task 2, the last, raises as it starts: its reply that ends the run (``if self.t == 2:  #
-    the last task``) is never sent and is not written; the store is in memory."""
-    repro = reproduce(adapter, SWARM_LAST_RAISES)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    body = _body(repro.script)
-    assert 'raise RuntimeError("task 2 fails before its effect")' in body
-    assert "# the last task" not in body and "inner_messages=[message]" in body
-    assert 'DB = sqlite3.connect(":memory:", isolation_level=None)' in body and "WORKDIR" not in body
-    assert max(len(line) for line in body.splitlines() if not line.startswith("# ")) <= 120
-    check_standalone(repro.script, HARNESS)
-
-
-def test_the_sqlite_store_of_a_script_with_a_sigkill_connects_in_every_call(tmp_path):
-    """A process that forks and dies takes no connection along: where a step is killed, each
-    store call connects (``shared=False``); elsewhere the script opens one connection."""
-    from types import SimpleNamespace
-
-    from adapters.autogen import repro as generator
-
-    every = "save('run-1', await team.save_state())\nawait team.load_state(load('run-1'))"
-    check = SimpleNamespace(reads_state=False)
-    ops = [SimpleNamespace(name="start", thread="t0")]
-    per_call, opening, _ = generator._store(every, True, check, ops, shared=False)
-    assert not opening and all("with sqlite3.connect(" in src for src in per_call)
-    # every load follows a save (the checked run was saved): the newest row, no guard
-    shared, opening, _ = generator._store(every, True, check, ops, shared=True)
-    assert opening == list(generator.SQLITE_OPEN)
-    assert not any("connect(" in src for src in shared)
-    # the check reads a run never saved: the load that returns None for it
-    unsaved = [SimpleNamespace(name="start", thread="t1")]
-    guarded, _, _ = generator._store(every, True, SimpleNamespace(reads_state=True), unsaved, shared=True)
-    for k, (store, unknown) in enumerate(((shared, False), (guarded, True))):
-        (workdir := tmp_path / f"workdir{k}").mkdir()  # pytest's, not a mkdtemp() left behind
-        namespace = {"WORKDIR": str(workdir), **vars(__import__("builtins"))}
-        exec("import json, os, sqlite3\n" + "\n".join([*opening, *store]), namespace)
-        namespace["save"]("run-1", {"n": 1})
-        namespace["save"]("run-1", {"n": 2})
-        assert namespace["load"]("run-1") == {"n": 2}
-        if unknown:
-            assert namespace["load"]("run-2") is None
-
-
-def test_the_task_raises_itself_only_where_no_other_run_enters_it():
-    """``_raising_in_task``: a crash after the effect is the task's own ``raise`` after its
-    effect; where another step that runs the team fired the task's effect, or the task is a
-    gate, the step keeps the runtime's crash point."""
-    from types import SimpleNamespace
-
-    from dataclasses import replace
-
-    from adapters.autogen import repro as generator
-    from adapters.reproduction.script import Step
-
-    agent = generator._source(generator.Task)
-    run = "result = await team.run(task=TextMessage(source='user', content='start'))"
-    steps = [Step(comment="start", calls=(run, "save('run-1', await team.save_state())")),
-             Step(comment="resume", calls=(run,), crash=(2, "in_flight", "exception"), observed=True)]
-    check = SimpleNamespace(reads_outcome=False)
-    quiet = SimpleNamespace(observed=[SimpleNamespace(effects=(("t0", 1, None),)), None])
-    new_steps, new_agent = generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[]))
-    # the run() that enters the task catches what AutoGen re-raises: no observe() needed
-    assert new_steps[1].crash is None and not new_steps[1].guarded and new_steps[0] == steps[0]
-    assert new_steps[1].calls == (
-        "with contextlib.suppress(RuntimeError):  # task 2's raise, as AutoGen re-raises it", f"    {run}")
-    looped = [steps[0], replace(steps[1], calls=("for _ in range(3):", f"    {run}"))]
-    in_loop, _ = generator._raising_in_task(looped, agent, check, quiet, SimpleNamespace(gates=[]))
-    assert in_loop[1].guarded and in_loop[1].calls == looped[1].calls  # a loop's run: observe()
-    assert "crash_point(" not in new_agent
-    lines = new_agent.splitlines()
-    at = lines.index("        if self.t == 2:  # the crash point of step 2")
-    assert lines[at + 1] == '            raise RuntimeError("task 2 fails after its effect")'
-    assert "effect(self.t, value)" in lines[at - 1]
-    entered = SimpleNamespace(observed=[SimpleNamespace(effects=(("t0", 2, None),)), None])
-    assert generator._raising_in_task(steps, agent, check, entered, SimpleNamespace(gates=[])) == (steps, agent)
-    assert generator._raising_in_task(steps, agent, check, quiet, SimpleNamespace(gates=[2])) == (steps, agent)
-    reads = SimpleNamespace(reads_outcome=True)
-    assert generator._raising_in_task(steps, agent, reads, quiet, SimpleNamespace(gates=[])) == (steps, agent)
-
-
-def test_a_quiet_trace_asks_and_goes_no_further(adapter):
-    """No task fires its effect in the trace nor in what the checked step allows (a forged state
-    that load_state() takes): the agent asks, and nothing of answering, output or the end leaf
-    is written; one-line helpers where their body is one line."""
-    repro = reproduce(adapter, CORPUS / "swarm-handoff-hitl-json" / "InvalidPersist-67fd7f2c3b57.json")
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    body = _body(repro.script)
-    assert "# in this trace every task that runs asks" in body and "said" not in body
-    assert 'def __init__(self, t, kind="task"): super().__init__(f"t{t}", f"task {t}")' in body
-    assert "def save(thread, state): pathlib.Path(" in body and "overwrite" not in body
-    assert "def rewrite(" not in body and "state = load('run-1')\n" in body and "save('run-1', state)\n" in body
-    assert 'state["agent_states"]["SwarmGroupChatManager"]["message_thread"].append(output.dump())  #' in body
-    assert repro.lines <= 60, repro.script
-    check_standalone(repro.script, HARNESS)
-
-
-def test_folded_defs_stay_within_the_longest_line():
-    from adapters.autogen import repro as generator
-
-    src = "def f(x):\n    return x\ndef g(x):\n    if x:\n        return x\ndef h(x):\n    return (x,\n            x)"
-    assert generator._folded(src).splitlines()[0] == "def f(x): return x"
-    assert generator._folded(src).splitlines()[1:] == src.splitlines()[2:]
-    long = "def f(x):\n    return " + "x" * 120
-    assert generator._folded(long) == long
+    for kind, functions in repro.STORES.items():
+        (workdir := tmp_path / kind).mkdir()  # pytest's, not a mkdtemp() left behind
+        namespace = {"WORKDIR": str(workdir)}
+        exec("import json, os, pathlib, sqlite3\n" + "\n".join(
+            without_docstring(inspect.getsource(f)) for f in functions), namespace)
+        save, load = namespace[f"save_{kind}"], namespace[f"load_{kind}"]
+        assert load("run-1") is None
+        save("run-1", {"n": 1}, *(["interrupt:t1"] if kind == "sqlite" else []))
+        save("run-1", {"n": 2})
+        assert load("run-1") == {"n": 2}
+        if kind == "sqlite":
+            assert load("run-1", "interrupt:t1") == {"n": 1}
+            namespace["overwrite_sqlite"]("run-1", {"n": 3})
+            assert load("run-1") == {"n": 3} and load("run-1", "interrupt:t1") == {"n": 1}
