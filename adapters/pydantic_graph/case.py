@@ -55,7 +55,7 @@ from adapters.files import SideTable
 from adapters.reproduction.script import thread_label
 
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
-from .workflow import Deps, WfState, build
+from .workflow import Deps, State, build, drive, outcome
 
 # What the call log holds for a custom store where no call of the framework's API was made
 # (repro.py writes the first with the store's ScriptStore; a later line reading the second's
@@ -150,7 +150,8 @@ class PydanticGraphCase(Case):
         snapshots = await p.load_all()
         held = self._gate_snapshot(snapshots, op.thread, op.gate)
         self._rec(f"async with graph.iter({self._node(op.gate, op.value)}, "
-                  f"state=snapshots[{snapshots.index(held)}].state, persistence=p) as run:")
+                  f"state=snapshots[{snapshots.index(held)}].state, deps=deps, persistence=p) "
+                  "as run:")
         node = self.built.node(op.gate, answer=op.value)
         async with self.graph.iter(node, state=held.state, deps=deps, persistence=p) as run:
             return await self._drive(run)
@@ -182,22 +183,14 @@ class PydanticGraphCase(Case):
         self._rec(f"{var} = {kind}({thread_label(thread)!r})")
 
     def _node(self, task: int, answer=None) -> str:
-        if self.built.shape != "single":  # one class per task: T1, T2, ... (repro.task_class)
+        if self.built.shape != "single":  # one class per task: T1, T2, ... (classes_graph)
             return f"T{task}(" + (f"answer={answer!r})" if answer is not None else ")")
         return f"Task({task}" + (f", answer={answer!r})" if answer is not None else ")")
 
     async def _drive(self, run) -> str:
-        """Run nodes until the run ends or the next node is an unanswered gate."""
-        from pydantic_graph import End
-
-        self._rec("    await drive(run)")  # the same loop, in the script (repro.drive)
-        while True:
-            node = run.next_node
-            if isinstance(node, End):
-                return "completed"
-            if self.built.is_unanswered_gate(node):
-                return "interrupted"
-            await run.next()
+        """Run nodes until the run ends or the next node is an unanswered gate (``drive``)."""
+        self._rec("    await drive(run)")
+        return outcome(await drive(run))
 
     async def _start(self, thread: str, deps: Deps) -> str:
         p = self._persistence(thread, deps, create=True)
@@ -209,16 +202,17 @@ class PydanticGraphCase(Case):
         if self.start_spelling == "initialize" and not self.built.is_unanswered_gate(first):
             # The run set up first and then continued from its persistence (graph.py:311-334).
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
-            await self.graph.initialize(first, p, state=WfState())
-            self._rec("async with graph.iter_from_persistence(p) as run:")
+            await self.graph.initialize(first, p, state=State())
+            self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
             async with self.graph.iter_from_persistence(p, deps=deps) as run:
                 return await self._drive(run)
         if self.built.is_unanswered_gate(first):
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
-            await self.graph.initialize(first, p, state=WfState())
+            await self.graph.initialize(first, p, state=State())
             return "interrupted"
-        self._rec(f"async with graph.iter({self._node(1)}, state=State(), persistence=p) as run:")
-        async with self.graph.iter(first, state=WfState(), deps=deps, persistence=p) as run:
+        self._rec(f"async with graph.iter({self._node(1)}, state=State(), deps=deps, "
+                  "persistence=p) as run:")
+        async with self.graph.iter(first, state=State(), deps=deps, persistence=p) as run:
             return await self._drive(run)
 
     async def _resume_ifp(self, op: Resume, deps: Deps) -> str:
@@ -231,7 +225,7 @@ class PydanticGraphCase(Case):
         resumes through ``_resume_shown`` instead."""
         p = self._persistence(op.thread, deps)
         self._p("p", op.thread)
-        self._rec("async with graph.iter_from_persistence(p) as run:")
+        self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
         async with self.graph.iter_from_persistence(p, deps=deps) as run:
             if self.built.is_gate(run.next_node):
                 self._rec(f"    run.next_node.answer = {op.value!r}")
@@ -268,7 +262,8 @@ class PydanticGraphCase(Case):
                 self._rec(f"node.answer = {op.value!r}")
         node.set_snapshot_id(held.id)
         self._rec(f"node.set_snapshot_id({where}.id)")
-        self._rec(f"async with graph.iter(node, state={where}.state, persistence=p) as run:")
+        self._rec(f"async with graph.iter(node, state={where}.state, deps=deps, "
+                  "persistence=p) as run:")
         state = copy.deepcopy(held.state)  # an in-memory store's own object stays as stored
         async with self.graph.iter(node, state=state, deps=deps, persistence=p) as run:
             return await self._drive(run)
@@ -289,9 +284,9 @@ class PydanticGraphCase(Case):
             held = self._gate_snapshot(snapshots, thread, gate)
             return held, f"snapshots[{snapshots.index(held)}]"
         kept = (self.asked.get(thread) or {}).get(str(gate))
-        last = await self._last(p, thread)
+        last, name = await self._last(p, thread)
         if last is not None and last.kind == "node" and (kept is None or last.id == kept):
-            return last, "last"
+            return last, self._read(name)
         raw = (self.shown.get(thread) or {}).get(str(gate))
         if raw is None:
             raise HarnessError(f"the adapter kept no snapshot of {thread!r} with gate {gate} "
@@ -341,28 +336,38 @@ class PydanticGraphCase(Case):
         answer = op.value if self.built.is_gate(snapshot.node) else None
         node = self.built.node(task, answer=answer)
         self._rec(f"async with graph.iter({self._node(task, answer)}, state=snapshot.state, "
-                  "persistence=p) as run:")
+                  "deps=deps, persistence=p) as run:")
         async with self.graph.iter(node, state=snapshot.state, deps=deps, persistence=p) as run:
             return await self._drive(run)
 
     async def _last(self, p, thread: str):
-        """The latest snapshot, read through the framework (``load_all``; Simple has none, its
-        ``last_snapshot`` field is the whole store)."""
+        """The latest snapshot, and the script's name for it: read through the framework
+        (``load_all``; Simple has none, its ``last_snapshot`` field is the whole store), or on
+        a custom store through its factory (recorded only where a later call reads it, as a
+        line no script can write: ``STORE_LAST``)."""
         if self.backend == "simple":
             self._rec("last = p.last_snapshot")
-            return p.last_snapshot
+            return p.last_snapshot, "last"
         if self.backend == "custom":  # load_all, or the factory's reader (custom.py)
-            self._rec(STORE_LAST)
-            return await self.store.last(thread)
-        self._rec("last = (await p.load_all())[-1]")
+            return await self.store.last(thread), "<store>"
+        self._rec("snapshots = await p.load_all()")
         snapshots = await p.load_all()
-        return snapshots[-1] if snapshots else None
+        return (snapshots[-1] if snapshots else None), "snapshots[-1]"
+
+    def _read(self, name: str) -> str:
+        """``name`` of ``_last`` as a later call reads it (a custom store's: the line recorded
+        first)."""
+        if name != "<store>":
+            return name
+        self._rec(STORE_LAST)
+        return "last"
 
     async def _recover(self, thread: str, deps: Deps) -> str:
         p = self._persistence(thread, deps)
         self._p("p", thread)
-        last = await self._last(p, thread)
+        last, name = await self._last(p, thread)
         if last is None:  # nothing persisted: the framework answers (GraphRuntimeError)
+            self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
             async with self.graph.iter_from_persistence(p, deps=deps) as run:
                 return await self._drive(run)
         waiting = (last.kind == "node" and last.status == "created"
@@ -375,11 +380,11 @@ class PydanticGraphCase(Case):
             if last.status != "created":
                 node = self.built.fresh_copy(last.node)
                 again = self._node(self.built.task_of(node), getattr(node, "answer", None))
-                self._rec(f"await graph.initialize({again}, p, state=last.state)")
+                self._rec(f"await graph.initialize({again}, p, state={self._read(name)}.state)")
                 await self.graph.initialize(node, p, state=last.state)
                 if self.built.is_unanswered_gate(node):
                     return "interrupted"  # the gate is asked again
-        self._rec("async with graph.iter_from_persistence(p) as run:")
+        self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
         async with self.graph.iter_from_persistence(p, deps=deps) as run:
             return await self._drive(run)
 
@@ -396,7 +401,7 @@ class PydanticGraphCase(Case):
         self._p("p", op.new_thread)
         self._rec(f"await graph.initialize({self._node(op.gate, op.value)}, p, "
                   f"state=snapshots[{snapshots.index(checkpoint)}].state)")
-        self._rec("async with graph.iter_from_persistence(p) as run:")
+        self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
         await self.graph.initialize(
             self.built.node(op.gate, answer=op.value), target, state=checkpoint.state
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 from adapters.protocol import Durable, HarnessError, StateView, Unreadable, Workflow
 from adapters.files import SideTable
 
-from .workflow import Built, WfState, node_json, task_of_json
+from .workflow import Built, State, node_json, task_of_json
 
 LOCK_SUFFIX = ".pydantic-graph-persistence-lock"  # persistence/file.py:158
 
@@ -263,7 +263,7 @@ class MemoryStore:
         from pydantic_graph.persistence import EndSnapshot, NodeSnapshot
 
         last = self.snapshots(thread)[-1]
-        state = WfState(list(forged.done), dict(forged.answers))
+        state = State(list(forged.done), dict(forged.answers))
         k = len(forged.done) + 1
         current = None if last.kind == "end" else self.built.task_of(last.node)
         if k > self.built.workflow.n:

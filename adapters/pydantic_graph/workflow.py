@@ -8,9 +8,14 @@ selects the class, ``persistence/_utils.py:32-34``).  The persisted schema diffe
 for tampering and for decoding, so the shape is a variant axis.
 
 There is no interrupt primitive in pydantic-graph: a gate is a node whose ``answer`` is unset, and
-the driver stops before running it (``case.py``).  The node object carries the resume value.
+the driver (``drive``, the docs' loop over ``run.next()``) stops before running it.  The node
+object carries the resume value.  What a task calls out to comes in the run's ``deps``
+(``Deps``): the engine's ``Hooks`` in a case, the script's own in a reproduction script.
 
-This module imports no framework at import time: ``build`` does, when a worker opens a case.
+The case builds its graph with ``build``; a reproduction script pastes ``State``, ``Deps``,
+``task_body``, the shape's graph function, ``drive`` and ``outcome`` by their source
+(``repro.py``) and calls them as ``build`` does.  So they import the framework inside:
+this module imports none at import time, only ``build`` does, when a worker opens a case.
 """
 
 import typing  # no ``from __future__ import annotations``: node annotations must be real types
@@ -22,7 +27,7 @@ SHAPES = ("single", "classes")
 
 
 @dataclass
-class WfState:
+class State:
     """The workflow state: ``done`` (tasks completed, in order) and ``answers`` (gate -> value)."""
 
     done: list[int] = field(default_factory=list)
@@ -31,10 +36,82 @@ class WfState:
 
 @dataclass
 class Deps:
-    """What the node bodies need and the store must not hold: the engine's hooks."""
+    """What the tasks need and the persistence must not hold: what a task calls out to
+    (``task_begins``, ``effect``, ``output``: the engine's ``Hooks``, or a script's) and the
+    gates, the tasks that wait for an answer."""
 
     hooks: Hooks
     gates: frozenset = frozenset()
+
+
+def task_body(t, answer, ctx):
+    """Task t (docs/contract.md): it begins, fires its one effect (with the answer, if it is a
+    gate), then records its result in the state."""
+    hooks = ctx.deps.hooks
+    hooks.task_begins(t)
+    value = answer if t in ctx.deps.gates else None
+    hooks.effect(t, value)
+    if value is not None:
+        ctx.state.answers[t] = value
+    ctx.state.done.append(hooks.output(t, value))
+
+
+def single_graph(n):
+    """The ``single`` shape: one node class ``Task(t, answer)`` for every task; the graph and
+    ``Task``.  A gate's node runs once a caller has set its ``answer``."""
+    from pydantic_graph import BaseNode, End, GraphRunContext
+    from pydantic_graph.graph import Graph
+
+    @dataclass
+    class Task(BaseNode[State, Deps, None]):
+        t: int
+        answer: str | None = None
+
+        async def run(self, ctx: GraphRunContext[State, Deps]) -> "Task | End[None]":
+            task_body(self.t, self.answer, ctx)
+            return End(None) if self.t >= n else Task(self.t + 1)
+
+    return Graph(nodes=[Task], state_type=State, run_end_type=type(None)), Task
+
+
+def classes_graph(n, gates):
+    """The ``classes`` shape: a node class per task, ``T1`` .. ``Tn``, each returning the next
+    (a gate's with an ``answer`` field), built last to first; the graph and the classes."""
+    from pydantic_graph import BaseNode, End, GraphRunContext
+    from pydantic_graph.graph import Graph
+
+    classes = []
+    following = None  # the class of task t + 1
+    for t in range(n, 0, -1):
+
+        async def run(self, ctx: GraphRunContext[State, Deps], t=t, following=following):
+            task_body(t, getattr(self, "answer", None), ctx)
+            return End(None) if following is None else following()
+
+        run.__annotations__["return"] = End[None] if following is None else following
+        answer = [("answer", typing.Optional[str], None)] if t in gates else []
+        following = make_dataclass(f"T{t}", answer, bases=(BaseNode[State, Deps, None],),
+                                   namespace={"run": run, "t": t})
+        classes.insert(0, following)
+    return Graph(nodes=classes, state_type=State, run_end_type=type(None)), classes
+
+
+async def drive(run):
+    """The docs' loop over ``run.next()``: run nodes until the run ends or its next node is a
+    gate nobody answered; the node it stopped at (or the ``End``)."""
+    from pydantic_graph import End
+
+    while not isinstance(run.next_node, End) and (
+            run.next_node.t not in run.deps.gates or run.next_node.answer is not None):
+        await run.next()
+    return run.next_node
+
+
+def outcome(next_node):
+    """What a call that stopped at ``next_node`` returns: the run ended, or waits at a gate."""
+    from pydantic_graph import End
+
+    return "completed" if isinstance(next_node, End) else "interrupted"
 
 
 @dataclass
@@ -56,10 +133,8 @@ class Built:
 
     def task_of(self, node) -> int | None:
         """The task a node object runs (``None`` for an ``End`` or a foreign object)."""
-        if self.shape == "single":
-            return getattr(node, "t", None)
-        name = type(node).__name__
-        return int(name[1:]) if name[:1] == "T" and name[1:].isdigit() else None
+        t = getattr(node, "t", None)
+        return t if isinstance(t, int) else None
 
     def is_gate(self, node) -> bool:
         return self.task_of(node) in self.workflow.gates
@@ -100,79 +175,11 @@ def build(shape: str, workflow: Workflow) -> Built:
     """Build (once per worker) the graph for ``workflow`` in ``shape``; imports the framework."""
     key = (shape, workflow)
     if key not in _CACHE:
-        _CACHE[key] = _single(workflow) if shape == "single" else _classes(workflow)
+        if shape == "single":
+            graph, task = single_graph(workflow.n)
+            classes = {t: task for t in range(1, workflow.n + 1)}
+        else:
+            graph, nodes = classes_graph(workflow.n, workflow.gates)
+            classes = dict(enumerate(nodes, 1))
+        _CACHE[key] = Built(graph, workflow, shape, classes)
     return _CACHE[key]
-
-
-def _body(node, task: int, ctx, answer: str | None) -> None:
-    """The task body of docs/contract.md: begin, (gate value), one effect, write the output."""
-    hooks = ctx.deps.hooks
-    hooks.task_begins(task)
-    value = answer if task in _gates(ctx) else None
-    hooks.effect(task, value)
-    if value is not None:
-        ctx.state.answers[task] = value
-    ctx.state.done.append(hooks.output(task, value))
-
-
-def _gates(ctx) -> frozenset:
-    return ctx.deps.gates
-
-
-def _single(workflow: Workflow) -> Built:
-    from pydantic_graph import BaseNode, End, GraphRunContext
-    from pydantic_graph.graph import Graph
-
-    n = workflow.n
-
-    @dataclass
-    class Task(BaseNode[WfState, Deps, None]):
-        t: int
-        answer: str | None = None
-
-        async def run(self, ctx: GraphRunContext[WfState, Deps]):
-            _body(self, self.t, ctx, self.answer)
-            return End(None) if self.t >= n else Task(self.t + 1)
-
-    # Edges come from the return annotation (basenode.py:105-136); give it as real types.
-    Task.run.__annotations__["return"] = typing.Union[Task, End[None]]
-    graph = Graph(nodes=[Task], name="resumefuzz", state_type=WfState, run_end_type=type(None))
-    return Built(graph, workflow, "single", {t: Task for t in range(1, n + 1)})
-
-
-def _classes(workflow: Workflow) -> Built:
-    from pydantic_graph import BaseNode, End, GraphRunContext
-    from pydantic_graph.graph import Graph
-
-    n = workflow.n
-    classes: dict[int, type] = {}
-    following = None  # the class of task t + 1, built first
-    for t in range(n, 0, -1):
-
-        def run(self, ctx, _t=t, _next=following):
-            return _run_classes(self, ctx, _t, _next)
-
-        async def arun(self, ctx: GraphRunContext[WfState, Deps], _run=run):
-            return _run(self, ctx)
-
-        arun.__annotations__["return"] = End[None] if following is None else following
-        fieldspec = [("answer", typing.Optional[str], None)] if t in workflow.gates else []
-        cls = make_dataclass(
-            f"T{t}", fieldspec, bases=(BaseNode[WfState, Deps, None],), namespace={"run": arun}
-        )
-        cls.__module__ = __name__
-        classes[t] = following = cls
-    graph = Graph(
-        nodes=[classes[t] for t in range(1, n + 1)],
-        name="resumefuzz",
-        state_type=WfState,
-        run_end_type=type(None),
-    )
-    return Built(graph, workflow, "classes", classes)
-
-
-def _run_classes(node, ctx, task: int, following):
-    from pydantic_graph import End
-
-    _body(node, task, ctx, getattr(node, "answer", None))
-    return End(None) if following is None else following()
