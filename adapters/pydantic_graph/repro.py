@@ -289,12 +289,13 @@ def _source(*objects) -> str:
     return "\n".join(without_docstring(inspect.getsource(o)) for o in objects)
 
 
-def _workflow_src(shape: str, crashing: bool) -> str:
-    """The hooks the script's deps carry, and workflow.py's definitions of the shape."""
+def _workflow_src(shape: str, crashing: bool, check) -> str:
+    """The hooks the script's deps carry, and workflow.py's definitions of the shape (with
+    ``outcome`` where the check reads the outcome of a call)."""
     graph_of = shared.single_graph if shape == "single" else shared.classes_graph
     hooks = (Hooks, CrashingHooks) if crashing else (Hooks,)
     return _source(*hooks, shared.State, shared.Deps, shared.task_body, graph_of, shared.drive,
-                   shared.outcome)
+                   *([shared.outcome] if check.reads_outcome else []))
 
 
 def _persistence_parts(options: dict, recipe, per_run: bool) -> tuple:
@@ -331,7 +332,8 @@ def _glue(options: dict, workflow, steps: list, crashing: bool, per_run: bool) -
     return [f"GATES = frozenset({set(gates) if gates else ''})", graph_line,
             f"deps = Deps({'CrashingHooks' if crashing else 'Hooks'}(), GATES)",
             *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if any(s.bad_output is not None for s in steps) else []),
+              if steps[0].bad_output is None and any(s.bad_output is not None for s in steps)
+              else []),
             *(["MEMORY = {}"] if options["backend"] in ("full", "simple") else []),
             *([f"HOLD = multiprocessing.Barrier({held})  # the racers' meeting point"]
               if held else []),
@@ -400,7 +402,7 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     opener, stdlib, imports, description = _persistence_parts(options, recipe, per_run)
     written = "\n".join(c for s in steps for c in (*s.calls, *sum(s.racers, ())))
     held = any(s.racers for s in steps)
-    definitions = [_workflow_src(options["shape"], crashing), opener,
+    definitions = [_workflow_src(options["shape"], crashing, check), opener,
                    *([_source(HeldPersistence)] if held else []),
                    *([_source(read_state)] if check.aspect == "state" else [])]
     pinned = PINNED + (recipe.distributions if backend == "custom" else ())
