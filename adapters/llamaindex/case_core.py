@@ -45,7 +45,7 @@ from . import tamper
 from .case_common import close_loop, failure
 from .store import SnapshotStore, copy_side_files, copy_sqlite
 from .view import parse_snapshot, quiescent, snapshot_state, snapshot_view
-from .workflow import answer_event, build
+from .workflow import SLOT, answer_event, build, operation
 
 
 class CoreCase(Case):
@@ -67,12 +67,8 @@ class CoreCase(Case):
 
     # -- operations ----------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
-        slot = self.wf._resumefuzz
-        slot.hooks, slot.crash = hooks, None
-        try:
+        with operation(hooks, self.plan):
             return self.loop.run_until_complete(self._run(op, hooks))
-        finally:
-            slot.hooks = None
 
     async def _run(self, op, hooks) -> str:
         if isinstance(op, Start):
@@ -177,7 +173,7 @@ class CoreCase(Case):
         try:
             await handler  # raises the failing step's exception (CrashInjected included)
         except Exception as exc:
-            error = failure(exc, self.wf._resumefuzz)
+            error = failure(exc, SLOT)
         if error is not None:
             raise error
         self.store.append(thread, "end", handler.ctx.to_dict())

@@ -41,7 +41,7 @@ from . import tamper
 from .case_common import as_retried_answer, close_loop, failure
 from .store import connect, copy_side_files, copy_sqlite, stored_rows
 from .view import decode_state_json
-from .workflow import RunSlot, answer_event, build
+from .workflow import SLOT, answer_event, build, operation
 
 FILE = "dbos.sqlite"
 STREAM = "published_events"
@@ -53,7 +53,7 @@ class DBOSCase(Case):
         self.plan, self.workdir = plan, Path(workdir)
         self.gate = variant.options["gate"]
         self.db = self.workdir / FILE
-        self.slot = RunSlot()
+        self.slot = SLOT
         self.loop = asyncio.new_event_loop()
         self.runtime = None
         self.wf = None
@@ -73,7 +73,7 @@ class DBOSCase(Case):
             "log_level": "ERROR",  # its WARNINGs are per-run noise (cancelled tasks at close)
         })
         runtime = DBOSRuntime(polling_interval_sec=POLL)
-        self.wf = build(self.plan, self.gate, self.slot, runtime=runtime)
+        self.wf = build(self.plan, self.gate, runtime=runtime)
         _forget_queue(self.wf.workflow_name)
         record_call(self.workdir, "wf = await launch()")
         await runtime.launch()
@@ -81,11 +81,8 @@ class DBOSCase(Case):
 
     # -- operations ----------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
-        self.slot.hooks, self.slot.crash = hooks, None
-        try:
+        with operation(hooks, self.plan):
             return self.loop.run_until_complete(self._run(op, hooks))
-        finally:
-            self.slot.hooks = None
 
     async def _run(self, op, hooks) -> str:
         op = as_retried_answer(op)

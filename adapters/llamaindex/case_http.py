@@ -59,7 +59,7 @@ class HttpServerCase(ServerCase):
         from llama_agents.client import WorkflowClient
         from llama_agents.server import SqliteWorkflowStore, WorkflowServer
 
-        self.wf = build(self.plan, self.gate, self.slot)  # a workflow object serves one server
+        self.wf = build(self.plan, self.gate)  # a workflow object serves one server
         server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
         server.add_workflow(self.name, self.wf, additional_events=answer_classes(self.plan))
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -45,7 +45,7 @@ from . import tamper
 from .case_common import as_retried_answer, close_loop, failure
 from .store import connect, copy_side_files, copy_sqlite, stored_rows
 from .view import decode_state_json, pending_gate
-from .workflow import RunSlot, answer_classes, answer_event, build
+from .workflow import SLOT, answer_classes, answer_event, build, operation
 
 FILE = "server.sqlite"
 NO_RESUME = timedelta(days=36500)
@@ -65,8 +65,8 @@ class ServerCase(Case):
         self.plan, self.workdir = plan, Path(workdir)
         self.gate = variant.options["gate"]
         self.db = self.workdir / FILE
-        self.slot = RunSlot()
-        self.wf = build(plan, self.gate, self.slot)  # replaced with each new server
+        self.slot = SLOT
+        self.wf = build(plan, self.gate)  # replaced with each new server
         self.name = self.wf.workflow_name
         self.loop = asyncio.new_event_loop()
         self.server = None
@@ -122,7 +122,7 @@ class ServerCase(Case):
         server_module.RESUME_FRESH_HANDLER_GRACE = None if recovering else NO_RESUME
         try:
             # A workflow object serves one server: its runtime is locked once launched.
-            self.wf = build(self.plan, self.gate, self.slot)
+            self.wf = build(self.plan, self.gate)
             server = WorkflowServer(workflow_store=SqliteWorkflowStore(str(self.db)))
         finally:
             server_module.RESUME_FRESH_HANDLER_GRACE = stock
@@ -136,12 +136,8 @@ class ServerCase(Case):
 
     # -- operations ----------------------------------------------------------------------------
     def run(self, op, hooks) -> str:
-        slot = self.slot
-        slot.hooks, slot.crash = hooks, None
-        try:
+        with operation(hooks, self.plan):
             return self.loop.run_until_complete(self._run(op, hooks))
-        finally:
-            slot.hooks = None
 
     async def _run(self, op, hooks) -> str:
         op = as_retried_answer(op)
