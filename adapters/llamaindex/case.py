@@ -5,7 +5,8 @@ under ``case_*.py``: ``case_core.py`` (the caller's ``Context.to_dict()`` snapsh
 ``case_server.py`` (``llama-agents-server`` driven through its service object, ``api=private``),
 ``case_http.py`` (the same server over HTTP, a subclass of the former) and ``case_dbos.py``
 (``llama-agents-dbos``).  What those cases share (the event loop a case keeps, how a failed
-run is reported) is ``case_common.py``: a case module importing this one, which imports them
+run is reported, and ``SqliteCase``: the server's and DBOS's run, copy and close) is
+``case_common.py``: a case module importing this one, which imports them
 all, would make a cycle.  Reading and copying the stores: ``store.py``.
 """
 

@@ -1,11 +1,16 @@
-"""What every LlamaIndex case shares: the event loop a case keeps, and how a failed run is
-reported (``open_case`` in ``case.py`` picks the case class)."""
+"""What every LlamaIndex case shares: the event loop a case keeps, how a failed run is
+reported, and ``SqliteCase``, the server's and DBOS's common ground (``open_case`` in
+``case.py`` picks the case class)."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from adapters.protocol import CrashInjected, Refused, Resume, StaleResume
+from adapters.protocol import Case, CrashInjected, Refused, Resume, StaleResume, Workflow
+
+from .store import connect, copy_side_files, copy_sqlite
+from .workflow import SLOT, operation
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -64,3 +69,41 @@ def as_retried_answer(op):
     if isinstance(op, StaleResume):
         return Resume(op.thread, value=op.value, gate=op.gate)
     return op
+
+
+class SqliteCase(Case):
+    """A case whose framework keeps its store in one SQLite file of the case's folder (``FILE``,
+    in WAL mode) and runs on the case's event loop: each operation is ``_run`` on that loop with
+    the operation's hooks; ``_shutdown`` ends what the framework runs before the loop closes."""
+
+    FILE = ""
+
+    def __init__(self, variant, plan: Workflow, workdir: Path):
+        self.plan, self.workdir = plan, Path(workdir)
+        self.gate = variant.options["gate"]
+        self.db = self.workdir / self.FILE
+        self.slot = SLOT
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, op, hooks) -> str:
+        with operation(hooks, self.plan):
+            return self.loop.run_until_complete(self._run(op, hooks))
+
+    async def _run(self, op, hooks) -> str:  # pragma: no cover - each case defines it
+        raise NotImplementedError
+
+    async def _shutdown(self) -> None:
+        """Stop the framework's server or runtime, if one runs."""
+
+    def _connect(self):
+        return connect(self.db)
+
+    def clone_store(self, dest) -> None:
+        copy_sqlite(self.db, dest, wal=True)
+        copy_side_files(self.workdir, dest)
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self._shutdown())
+        finally:
+            close_loop(self.loop)

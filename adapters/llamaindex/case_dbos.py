@@ -24,7 +24,6 @@ import pickle
 from pathlib import Path
 
 from adapters.protocol import (
-    Case,
     HarnessError,
     Recover,
     Refused,
@@ -38,23 +37,21 @@ from adapters.calls import record_call
 from adapters.reproduction.script import thread_label
 
 from . import tamper
-from .case_common import as_retried_answer, close_loop, failure
-from .store import connect, copy_side_files, copy_sqlite, stored_rows
+from .case_common import SqliteCase, as_retried_answer, failure
+from .store import stored_rows
 from .view import decode_state_json
-from .workflow import SLOT, answer_event, build, operation
+from .workflow import answer_event, build
 
 FILE = "dbos.sqlite"
 STREAM = "published_events"
 POLL = 0.01  # DBOS polls SQLite for messages and stream rows (no LISTEN/NOTIFY there)
 
 
-class DBOSCase(Case):
+class DBOSCase(SqliteCase):
+    FILE = FILE
+
     def __init__(self, variant, plan: Workflow, workdir: Path):
-        self.plan, self.workdir = plan, Path(workdir)
-        self.gate = variant.options["gate"]
-        self.db = self.workdir / FILE
-        self.slot = SLOT
-        self.loop = asyncio.new_event_loop()
+        super().__init__(variant, plan, workdir)
         self.runtime = None
         self.wf = None
 
@@ -80,10 +77,6 @@ class DBOSCase(Case):
         self.runtime = runtime
 
     # -- operations ----------------------------------------------------------------------------
-    def run(self, op, hooks) -> str:
-        with operation(hooks, self.plan):
-            return self.loop.run_until_complete(self._run(op, hooks))
-
     async def _run(self, op, hooks) -> str:
         op = as_retried_answer(op)
         if isinstance(op, Start):
@@ -165,9 +158,6 @@ class DBOSCase(Case):
         return "completed"
 
     # -- reading and altering the store ----------------------------------------------------------
-    def _connect(self):
-        return connect(self.db)
-
     def _rows(self, sql: str, args=()) -> list:
         return stored_rows(self.db, sql, args)
 
@@ -240,17 +230,12 @@ class DBOSCase(Case):
                 (tamper.pydantic_state_json(value, tamper.STATE_QUALNAME), thread),
             )
 
-    def clone_store(self, dest) -> None:
-        copy_sqlite(self.db, dest, wal=True)
-        copy_side_files(self.workdir, dest)
-
-    def close(self) -> None:
+    async def _shutdown(self) -> None:
         if self.runtime is not None:
             try:
-                self.loop.run_until_complete(self.runtime.destroy())
+                await self.runtime.destroy()
             finally:
                 self.runtime = None
-        close_loop(self.loop)
 
 
 def _forget_queue(workflow_name: str) -> None:

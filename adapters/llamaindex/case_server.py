@@ -21,14 +21,12 @@ again, which starts a new run carrying the stored state (``_service.py:320-356``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
 from adapters.protocol import (
-    Case,
     HarnessError,
     Recover,
     Refused,
@@ -42,10 +40,10 @@ from adapters.calls import record_call
 from adapters.reproduction.script import thread_label
 
 from . import tamper
-from .case_common import as_retried_answer, close_loop, failure
-from .store import connect, copy_side_files, copy_sqlite, stored_rows
+from .case_common import SqliteCase, as_retried_answer, failure
+from .store import stored_rows
 from .view import decode_state_json, pending_gate
-from .workflow import SLOT, answer_classes, answer_event, build, operation
+from .workflow import answer_classes, answer_event, build
 
 FILE = "server.sqlite"
 NO_RESUME = timedelta(days=36500)
@@ -60,15 +58,13 @@ CORRUPT_TICK = (
 )
 
 
-class ServerCase(Case):
+class ServerCase(SqliteCase):
+    FILE = FILE
+
     def __init__(self, variant, plan: Workflow, workdir: Path):
-        self.plan, self.workdir = plan, Path(workdir)
-        self.gate = variant.options["gate"]
-        self.db = self.workdir / FILE
-        self.slot = SLOT
+        super().__init__(variant, plan, workdir)
         self.wf = build(plan, self.gate)  # replaced with each new server
         self.name = self.wf.workflow_name
-        self.loop = asyncio.new_event_loop()
         self.server = None
         self.kind = "call"
 
@@ -135,10 +131,6 @@ class ServerCase(Case):
         return server
 
     # -- operations ----------------------------------------------------------------------------
-    def run(self, op, hooks) -> str:
-        with operation(hooks, self.plan):
-            return self.loop.run_until_complete(self._run(op, hooks))
-
     async def _run(self, op, hooks) -> str:
         op = as_retried_answer(op)
         if isinstance(op, Start):
@@ -254,9 +246,6 @@ class ServerCase(Case):
         return -1 if not rows or rows[0][0] is None else rows[0][0]
 
     # -- reading and altering the store ----------------------------------------------------------
-    def _connect(self):
-        return connect(self.db)
-
     def _handler(self, thread: str):
         """``(run_id, status, idle_since)`` of the thread's handler row, or ``None``."""
         rows = stored_rows(self.db, "SELECT run_id, status, idle_since FROM handlers"
@@ -342,15 +331,10 @@ class ServerCase(Case):
                 (tamper.pydantic_state_json(value, tamper.STATE_QUALNAME), run_id),
             )
 
-    def clone_store(self, dest) -> None:
-        copy_sqlite(self.db, dest, wal=True)
-        copy_side_files(self.workdir, dest)
-
-    def close(self) -> None:
+    async def _shutdown(self) -> None:
         if self.server is not None:
             try:
-                self.loop.run_until_complete(self.server.stop())
+                await self.server.stop()
             except Exception:
                 pass
             self.server = None
-        close_loop(self.loop)
