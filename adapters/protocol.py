@@ -146,10 +146,13 @@ class Capabilities:
         default_factory=lambda: {"resume": "RETRY", "fork": "FORK"}
     )
     stale_handle: str = ""
-    # Can the adapter run the shaped workflows of docs/contract.md §7 (``Workflow.shape``: stages
-    # of parallel tasks, several questions per task, a pre-effect, a looped stage)?  Only then
-    # does the engine draw shapes for it; otherwise every workflow it gets is a linear chain.
-    shapes: bool = False
+    # What of the shaped workflows of docs/contract.md §7 (``Workflow.shape``) the adapter can
+    # run, of ``refmodel.SHAPE_FEATURES``: ``parallel`` (stages of parallel tasks),
+    # ``questions`` (several questions per task), ``pre_effect`` (work before the question),
+    # ``loop`` (a looped stage).  The engine draws shapes that use these only; empty (the
+    # default): every workflow the adapter gets is a linear chain.  Say why a feature is missing
+    # in ``not_expressible["shape:<feature>"]``.
+    shapes: frozenset = frozenset()
 
     def expresses(self, op: str) -> bool:
         """Can the variant express operation ``op`` (``stale_resume`` needs its handle too)?"""

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from adapters.protocol import Capabilities
 from refmodel import (
+    SHAPE_FEATURES,
     CrashAt,
     Fork,
     Loop,
@@ -77,22 +78,27 @@ def _rule_copy(body, name: str, ready):
 
 
 @st.composite
-def shaped_workflows(draw) -> Workflow:
+def shaped_workflows(draw, features=SHAPE_FEATURES) -> Workflow:
     """A small shape of docs/contract.md §7: up to 2 stages of up to 2 tasks, each asking up to
-    2 questions, an optional pre-effect, an optional loop of 2 visits.  Every draw shrinks
-    toward the simplest: one stage, one task, no question, no pre-effect, no loop."""
+    2 questions, an optional pre-effect, an optional loop of 2 visits; of ``features`` only
+    (a missing one is not drawn at all, so a target with every feature draws as before).  Every
+    draw shrinks toward the simplest: one stage, one task, no question, no pre-effect, no
+    loop."""
     stages = []
     for _ in range(draw(st.integers(1, 2), label="stages")):
         tasks = []
-        for _ in range(draw(st.integers(1, 2), label="tasks")):
-            questions = draw(st.integers(0, 2), label="questions")
-            pre = questions > 0 and draw(st.booleans(), label="pre_effect")
+        width = draw(st.integers(1, 2), label="tasks") if "parallel" in features else 1
+        for _ in range(width):
+            questions = draw(st.integers(0, 2 if "questions" in features else 1),
+                             label="questions")
+            pre = questions > 0 and "pre_effect" in features and draw(st.booleans(),
+                                                                      label="pre_effect")
             tasks.append(Task(questions, pre))
         stages.append(tuple(tasks))
     values = VALUES[:draw(st.integers(2, 3), label="values")]
     asking = [i for i, stage in enumerate(stages, 1) if any(t.questions for t in stage)]
     loop = None
-    if asking and draw(st.booleans(), label="loop"):
+    if asking and "loop" in features and draw(st.booleans(), label="loop"):
         loop = Loop(draw(st.sampled_from(asking), label="loop_stage"), 2, values[0])
     return Workflow.of(Shape(tuple(stages), loop), values)
 
@@ -120,7 +126,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         # chain whenever one shows it (docs/contract.md §7).  An adapter without shapes
         # draws nothing more, so its campaigns draw exactly what they drew before.
         if self.caps.shapes and data.draw(st.booleans(), label="shaped"):
-            self.workflow = data.draw(shaped_workflows(), label="shape")
+            self.workflow = data.draw(shaped_workflows(self.caps.shapes), label="shape")
         else:
             n = data.draw(st.integers(1, 4), label="n")
             gates = data.draw(st.sets(st.integers(1, n), max_size=min(2, n)), label="gates")

@@ -253,6 +253,21 @@ def inexpressible(op, caps) -> str | None:
     return None
 
 
+def shape_inexpressible(workflow, caps) -> str | None:
+    """Why ``caps`` cannot run ``workflow``'s shape (docs/contract.md §7), or None: a feature
+    it uses that the variant does not declare (``Capabilities.shapes``), with the variant's
+    reason (``not_expressible["shape:<feature>"]``) where it gives one."""
+    if workflow.shape is None:
+        return None
+    missing = sorted(workflow.shape.features() - frozenset(caps.shapes))
+    if not caps.shapes:
+        return caps.not_expressible.get("shape", "the variant runs linear chains only")
+    if missing:
+        return caps.not_expressible.get(f"shape:{missing[0]}",
+                                        f"the variant runs no shape with {missing[0]!r}")
+    return None
+
+
 def expressible(caps) -> Callable:
     """The operations a variant can express (its ``Capabilities``): explore's ``admit``.  Those
     ``inexpressible`` passes, the operation named by ``caps.expresses``, a race within

@@ -29,7 +29,7 @@ from refmodel import InvalidOperation
 
 from .errors import ResumefuzzError, UsageError
 from .judge import judge_trace
-from .minimize import inexpressible
+from .minimize import inexpressible, shape_inexpressible
 from .runner import Session, Settings
 from .targets import (
     prepare,
@@ -125,6 +125,10 @@ class Replayer:
         # the target's allowed branch followed exactly as the machine follows it.
         adapter, variant = session.adapter, session.variant
         caps = adapter.capabilities(variant)
+        why = shape_inexpressible(trace.workflow, caps)
+        if why:
+            return ReplayResult(str(path), "ERROR", recorded, None,
+                                f"the workflow's shape is n/a on this variant: {why}", na=why)
         for i, op in enumerate(trace.operations):
             why = inexpressible(op, caps)
             if why:

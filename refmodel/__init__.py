@@ -44,6 +44,15 @@ from .ops import (
     part_kind,
 )
 from .run import Durable
-from .workflow import InvalidWorkflow, Loop, Shape, StateView, Task, Workflow, status_of
+from .workflow import (
+    SHAPE_FEATURES,
+    InvalidWorkflow,
+    Loop,
+    Shape,
+    StateView,
+    Task,
+    Workflow,
+    status_of,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -71,6 +71,11 @@ def parse(label: str) -> tuple[int, int]:
     return int(task), int(visit or 1)
 
 
+# What a shape may use (``Shape.features``): a target declares the ones it can express, and is
+# given shapes of those only.
+SHAPE_FEATURES = ("parallel", "questions", "pre_effect", "loop")
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     """Stages of parallel tasks, numbered ``1..n`` across the stages in order, and at most one
@@ -96,6 +101,16 @@ class Shape:
             if not any(t.questions for t in self.stages[loop.stage - 1]):
                 # The condition reads the visit's own answer: without one it could never change.
                 raise InvalidWorkflow(f"the looped stage {loop.stage} asks no question")
+
+    def features(self) -> frozenset:
+        """What of §7 this shape uses, of ``SHAPE_FEATURES``: ``parallel`` (a stage of several
+        tasks), ``questions`` (a task asking several), ``pre_effect``, ``loop``."""
+        tasks = [t for stage in self.stages for t in stage]
+        used = {"parallel": any(len(stage) > 1 for stage in self.stages),
+                "questions": any(t.questions > 1 for t in tasks),
+                "pre_effect": any(t.pre_effect for t in tasks),
+                "loop": self.loop is not None}
+        return frozenset(f for f, on in used.items() if on)
 
     @property
     def linear(self) -> bool:

@@ -58,14 +58,15 @@ class ReferenceAdapter(Adapter):
         return [DEFAULT]
 
     def capabilities(self, variant):
+        from refmodel import SHAPE_FEATURES
         from refmodel.mutants import SHAPE_SWITCHES
 
         # The chain mutants, and targets derived from this class, plant their switches in the
         # chain's run only: drawing shapes for them would only dilute the campaign that must
         # find their fault.
         return Capabilities(
-            shapes=type(self) is ReferenceAdapter and (
-                self.mutant is None or self.mutant in SHAPE_SWITCHES),
+            shapes=frozenset(SHAPE_FEATURES) if type(self) is ReferenceAdapter and (
+                self.mutant is None or self.mutant in SHAPE_SWITCHES) else frozenset(),
             forced_race=True, operations=Capabilities().operations | {"stale_resume"},
             stale_handle="the checkpoint file <thread>.cp<gate>.json read while the gate was "
                          "pending (its write number names the interrupt)")

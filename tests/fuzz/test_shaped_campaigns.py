@@ -11,7 +11,8 @@ from fuzz.cli import main
 from fuzz.replay import Replayer
 from fuzz.targets import known_targets, prepare, resolve
 from fuzz.trace import Trace, dump_trace, load_trace
-from refmodel import Loop, Resume, Shape, Start, Task, Workflow
+from adapters.protocol import Capabilities
+from refmodel import SHAPE_FEATURES, Loop, Resume, Shape, Start, Task, Workflow
 from refmodel.mutants import SHAPE_SWITCHES, mutant_category
 
 pytestmark = pytest.mark.slow
@@ -28,13 +29,48 @@ def campaign(target, tmp_path, examples, seed=1):
 
 
 def test_only_the_reference_targets_draw_shapes():
-    from adapters.protocol import Capabilities
-
-    assert Capabilities().shapes is False  # a framework adapter gets linear chains only
+    assert Capabilities().shapes == frozenset()  # an adapter gets linear chains by default
     for name in ("reference", *(f"mutant:{m}" for m in SHAPE_SWITCHES)):
         assert name in known_targets()
         adapter = resolve(name)
-        assert adapter.capabilities(adapter.variants()[0]).shapes, name
+        assert adapter.capabilities(adapter.variants()[0]).shapes == set(SHAPE_FEATURES), name
+
+
+@pytest.mark.parametrize("features", [("questions",), ("loop", "pre_effect"), ("parallel",),
+                                      SHAPE_FEATURES])
+def test_a_shape_is_drawn_of_the_declared_features_only(features):
+    """``Capabilities.shapes`` names what a variant runs; every drawn shape uses those only, and
+    each of them shows up in some draw."""
+    from hypothesis import given, settings
+
+    from fuzz.machine import shaped_workflows
+
+    seen = set()
+
+    @settings(max_examples=150, database=None, deadline=None)
+    @given(shaped_workflows(frozenset(features)))
+    def draw(workflow):
+        used = workflow.shape.features() if workflow.shape else frozenset()
+        assert used <= set(features), used
+        seen.update(used)
+
+    draw()
+    assert seen == set(features)
+
+
+def test_a_shape_the_variant_does_not_run_replays_as_na(tmp_path):
+    """A shaped entry replayed on a variant without that feature is ERROR with the reason, never
+    a verdict: the harness, not the framework, could not run it."""
+    from fuzz.minimize import shape_inexpressible
+
+    path = tmp_path / "shaped.json"
+    dump_trace(shaped_trace("mutant:Replay"), path)  # a chain mutant: linear chains only
+    result = Replayer().replay(path)
+    assert result.status == "ERROR" and result.na == "the variant runs linear chains only"
+    caps = Capabilities(shapes=frozenset({"parallel", "questions", "loop"}),
+                        not_expressible={"shape:pre_effect": "no work before a wait"})
+    assert shape_inexpressible(shaped_trace().workflow, caps) == "no work before a wait"
+    assert shape_inexpressible(Workflow(2, frozenset({1}), ("a", "b")), caps) is None
 
 
 def test_the_reference_on_shapes_finds_nothing(tmp_path):
