@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import sys
 import tempfile
 import time
@@ -144,7 +143,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser)
+    _add_fuzz_command(sub)
+    _add_replay_command(sub)
+    _add_minimize_command(sub)
+    _add_explore_command(sub)
+    _add_nightly_command(sub)
+    _add_matrix_command(sub)
+    _add_defects_command(sub)
+    _add_promises_command(sub)
+    _add_report_command(sub)
+    _add_dedupe_command(sub)
+    _add_merge_evidence_command(sub)
+    _add_targets_command(sub)
+    return parser
 
+
+def _add_fuzz_command(sub) -> None:
     p = sub.add_parser("fuzz", help="fuzz a target against the reference model")
     p.add_argument("target", help="reference, mutant:<Category>, a framework name, or mod:Class")
     p.add_argument("--variant", action="append", metavar="V",
@@ -189,6 +203,8 @@ def _parser() -> argparse.ArgumentParser:
                         "own weights, never changes what is allowed")
     p.set_defaults(func=_fuzz)
 
+
+def _add_replay_command(sub) -> None:
     p = sub.add_parser("replay", help="replay corpus entries: FIXED / FAILED / CHANGED / ERROR")
     p.add_argument("paths", nargs="*", metavar="PATH", help="entries or directories (default: corpus/)")
     p.add_argument("--target", help="replay on this target instead of each entry's own")
@@ -227,6 +243,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="the store factory of entries fuzzed with --store (never read from an entry)")
     p.set_defaults(func=_replay)
 
+
+def _add_minimize_command(sub) -> None:
     p = sub.add_parser("minimize", help="minimize corpus entries again on their targets")
     p.add_argument("paths", nargs="+", metavar="PATH", help="entries or directories")
     p.add_argument("--max-time", type=float, metavar="S",
@@ -246,6 +264,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     p.set_defaults(func=_minimize)
 
+
+def _add_explore_command(sub) -> None:
     p = sub.add_parser("explore", help="enumerate operation sequences on the reference and mutants")
     p.add_argument("--n", type=int, default=3, help="tasks in the workflow")
     p.add_argument("--gates", default="2", help="comma-separated gated tasks")
@@ -256,6 +276,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_explore)
 
+
+def _add_nightly_command(sub) -> None:
     p = sub.add_parser("nightly", help="campaigns on every installed target, replay, matrix")
     p.add_argument("--targets", nargs="+", metavar="T",
                    help="targets (default: reference and every installed framework adapter)")
@@ -279,6 +301,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.set_defaults(func=_nightly)
 
+
+def _add_matrix_command(sub) -> None:
     p = sub.add_parser("matrix", help="render the conformance matrix from evidence and corpus")
     p.add_argument("targets", nargs="*", metavar="TARGET", help="only these targets")
     p.add_argument("--format", choices=("md", "html", "json"), default="md",
@@ -290,6 +314,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE", help="write here (links made relative to it)")
     p.set_defaults(func=_matrix)
 
+
+def _add_defects_command(sub) -> None:
     p = sub.add_parser("defects", help="the defect ledger: distinct defects per framework")
     p.add_argument("--framework", action="append", metavar="T",
                    help="only this target (repeatable; default: every target in the corpus)")
@@ -303,23 +329,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="write here (results/defects.md is the committed one)")
     p.set_defaults(func=_defects)
 
+
+def _add_promises_command(sub) -> None:
     p = sub.add_parser("promises", help="what a framework promises, property by property")
     p.add_argument("framework", choices=sorted(FRAMEWORK_NAMES), help="the framework target")
     p.add_argument("--format", choices=("text", "md", "json"), default="text",
                    help="md: the table docs/frameworks/<fw>.md carries")
     p.set_defaults(func=_promises)
 
-    _add_report_command(sub)
-    _add_dedupe_command(sub)
-    _add_merge_evidence_command(sub)
 
+def _add_targets_command(sub) -> None:
     p = sub.add_parser("targets", help="list targets, or one target's variants and capabilities")
     p.add_argument("target", nargs="?",
                    help="a target to describe (default: list the targets)")
     p.add_argument("--json", action="store_true", help="print the variants as JSON")
     p.add_argument("--store", metavar="MOD:FUNC", help="list the variants of this store factory")
     p.set_defaults(func=_targets)
-    return parser
 
 
 # -- fuzz ---------------------------------------------------------------------------------------
@@ -354,7 +379,7 @@ def _fuzz(args) -> int:
     from .corpus import slug as corpus_slug
     from .internal import lifetime
     from .profiles import profile_settings
-    from .targets import prepare, prepare_store, resolve, select_variants, use_store
+    from .targets import prepare_store, resolve, select_variants, use_store
 
     _positive("--max-examples", args.max_examples, integer=True)
     _positive("--max-time", args.max_time)
@@ -568,7 +593,7 @@ def _store_banner(adapter, variants, out) -> None:
 
 def _replay(args) -> int:
     from .corpus import read_entries
-    from .replay import Replayer, summarize
+    from .replay import Replayer
 
     _positive("--trials", args.trials, integer=True)
     _positive("--op-timeout", args.op_timeout)

@@ -32,7 +32,6 @@ from .judge import judge_trace
 from .minimize import inexpressible, shape_inexpressible
 from .runner import Session, Settings
 from .targets import (
-    prepare,
     prepare_store,
     resolve,
     resolve_registered,
