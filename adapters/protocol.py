@@ -537,6 +537,11 @@ class Adapter:
     #: What the framework promises (the adapter's ``promises.py``): see ``promises``.
     PROMISES: Sequence[Promise] = ()
 
+    #: The releases the adapter drives: distribution -> a PEP 440 range (``{"langgraph":
+    #: ">=1.2.9,<2"}``).  Before the framework is imported, the engine refuses an installed
+    #: release outside it in one line (the matrix shows n/a with that line); empty: any.
+    RELEASES: Mapping[str, str] = {}
+
     def promises(self, variant: Variant | None = None) -> Sequence[Promise]:
         """What the framework promises, property by property, for ``variant`` (those of
         ``PROMISES`` that ``Promise.applies`` to it; ``None``: every one, for the docs table).

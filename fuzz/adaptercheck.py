@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 
 from adapters.protocol import Adapter
@@ -131,12 +132,29 @@ def signature_problems(adapter) -> list[str]:
     return out
 
 
+def release_problems(adapter) -> list[str]:
+    """What in ``adapter.RELEASES`` is not a distribution name -> PEP 440 range."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    releases = getattr(adapter, "RELEASES", {})
+    if not isinstance(releases, Mapping):
+        return [f"RELEASES is a {type(releases).__name__}, not a mapping of distribution -> range"]
+    out = []
+    for dist, spec in releases.items():
+        try:
+            SpecifierSet(spec)
+        except (InvalidSpecifier, TypeError):
+            out.append(f"RELEASES[{dist!r}] = {spec!r} is not a PEP 440 range (\">=1.2,<2\")")
+    return out
+
+
 def check(adapter, target: str, folder: Path | None = None) -> None:
     """Raise ``AdapterMismatch``, one line naming the target, its class and each method (or file)
     at fault, unless ``adapter`` fits the protocol (and, given its ``folder``, the shape)."""
     cls = type(adapter).__name__
     problems = [f"{cls}.{p}" if not p.startswith("has ") else f"{cls} {p}"
                 for p in signature_problems(adapter)]
+    problems += [f"{cls}.{p}" for p in release_problems(adapter)]
     if folder is not None:
         problems += shape_problems(folder)
     if problems:

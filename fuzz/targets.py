@@ -95,11 +95,37 @@ def prepare(adapter: Adapter, netguard_log: str | None = None) -> Adapter:
     if netguard_log:
         os.environ["RESUMEFUZZ_NETGUARD_LOG"] = netguard_log
     netguard.install()
+    unsupported = unsupported_release(adapter)
+    if unsupported:
+        raise TargetUnavailable(f"target {adapter.name!r}: {unsupported}")
     try:
         adapter.prepare()
     except ImportError as exc:
         raise TargetUnavailable(f"target {adapter.name!r}: {exc}") from None
     return adapter
+
+
+def unsupported_release(adapter: Adapter) -> str:
+    """Why the installed framework is not a release ``adapter`` drives (``Adapter.RELEASES``),
+    or "" when it is (a distribution not installed is left to ``prepare``'s install hint)."""
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    for dist, spec in getattr(adapter, "RELEASES", {}).items():
+        try:
+            installed = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        try:
+            inside = Version(installed) in SpecifierSet(spec)
+        except InvalidVersion:
+            inside = False
+        if not inside:
+            return (f"{dist} {installed} is outside the releases this adapter drives ({spec}): "
+                    f"pip install '{dist}{spec}'")
+    return ""
 
 
 def select_variants(adapter: Adapter, names: list[str] | None) -> list[Variant]:

@@ -21,6 +21,8 @@ INSTALL_HINT = "pip install -c constraints/autogen.txt autogen-agentchat autogen
 
 class AutoGenAdapter(Adapter):
     name = "autogen"
+    # From the release the seed paper measured up to the next major line (docs/releases.md).
+    RELEASES = {"autogen-agentchat": ">=0.7.5,<0.8"}
     PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     def environment(self):

@@ -40,6 +40,8 @@ DISTRIBUTIONS = (
 
 class CrewAIAdapter(Adapter):
     name = "crewai"
+    # From the release the seed paper measured up to the next major line (docs/releases.md).
+    RELEASES = {"crewai": ">=1.15.2,<2"}
     PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)

@@ -177,6 +177,8 @@ class LangGraphAdapter(Adapter):
     """LangGraph (``langgraph``) on its memory, SQLite and PostgreSQL savers."""
 
     name = "langgraph"
+    # From the release the seed paper measured up to the next major line (docs/releases.md).
+    RELEASES = {"langgraph": ">=1.2.9,<2"}
     PROMISES = PROMISES  # promises.py: the framework's own words, per property
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
     _probe = None

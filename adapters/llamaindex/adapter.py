@@ -36,6 +36,8 @@ INSTALL_HINT = (
 
 class LlamaIndexAdapter(Adapter):
     name = "llamaindex"
+    # From the release the seed paper measured up to the next major line (docs/releases.md).
+    RELEASES = {"llama-index-workflows": ">=2.22.2,<3"}
     PROMISES = PROMISES  # promises.py: the framework's own words, per property
 
     def environment(self) -> Mapping[str, str]:

@@ -22,6 +22,8 @@ DISTRIBUTIONS = ("pydantic-graph", "pydantic", "pydantic-core", "anyio", "logfir
 
 class PydanticGraphAdapter(Adapter):
     name = "pydantic-graph"
+    # From the release the seed paper measured up to the next major line (docs/releases.md).
+    RELEASES = {"pydantic-graph": ">=1.107.1,<2"}
     PROMISES = PROMISES  # promises.py: the framework's own words, per property
     _store = None  # bring your own store: a storefactory.StoreFactory (use_store)
     _probe = None

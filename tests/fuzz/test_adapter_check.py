@@ -90,3 +90,52 @@ def test_resolve_checks_a_third_party_adapter(tmp_path, monkeypatch):
             resolve("rf_broken_adapter:Broken")
     finally:
         sys.modules.pop("rf_broken_adapter", None)
+
+
+def test_a_release_range_that_is_not_pep_440_is_named_when_the_adapter_loads():
+    class Ranged(_Fits):
+        RELEASES = {"hypothesis": ">=6,<7", "pytest": "8 or later"}
+
+    with pytest.raises(AdapterMismatch, match=r"Ranged.RELEASES\['pytest'\] = '8 or later' is "
+                                              r"not a PEP 440 range"):
+        check(Ranged(), "ranged")
+
+
+def test_an_installed_release_outside_the_range_is_refused_in_one_line_before_import():
+    """``Adapter.RELEASES``: the engine reads the installed version, not the framework, so a
+    release the adapter does not drive is never imported."""
+    from importlib import metadata
+
+    from fuzz.errors import TargetUnavailable
+    from fuzz.targets import prepare, unsupported_release
+
+    installed = metadata.version("hypothesis")
+    imported = []
+
+    class Old(_Fits):
+        RELEASES = {"hypothesis": "<6", "not-a-distribution-here": ">=1"}
+
+        def prepare(self):
+            imported.append(True)
+
+    assert unsupported_release(Old()) == (
+        f"hypothesis {installed} is outside the releases this adapter drives (<6): "
+        "pip install 'hypothesis<6'")
+    with pytest.raises(TargetUnavailable, match=r"^target 'fits': hypothesis .* \(<6\)"):
+        prepare(Old())
+    assert imported == []
+
+    class Current(_Fits):
+        RELEASES = {"hypothesis": f"=={installed}"}
+
+    assert unsupported_release(Current()) == ""
+
+
+def test_every_built_in_framework_adapter_declares_the_releases_it_drives():
+    from packaging.specifiers import SpecifierSet
+
+    for name in FRAMEWORKS:
+        adapter = resolve(name)
+        assert adapter.RELEASES, name
+        for spec in adapter.RELEASES.values():
+            SpecifierSet(spec)
