@@ -218,7 +218,7 @@ def fuzz_variant(adapter, variant, options, max_examples, max_time, observer=Non
             if cap is not None and result.examples >= cap:
                 raise OutOfExamples()
             result.examples += 1
-            result.exercised.example()
+            result.exercised.example(data.get("workflow"))
         elif event == "op":
             result.operations += 1
             result.exercised.op(**data)

@@ -67,9 +67,15 @@ class Exercise:
 
     def __init__(self):
         self.counts: dict = {p: Counter() for p in COUNTED}
+        # Examples per workflow kind: ``chain``, or each §7 feature its shape uses
+        # (``Shape.features``): what a row's evidence says of the shapes it ran.
+        self.shapes: Counter = Counter()
         self.example()
 
-    def example(self) -> None:
+    def example(self, workflow=None) -> None:
+        if workflow is not None:
+            shape = getattr(workflow, "shape", None)
+            self.shapes.update(["chain"] if shape is None else sorted(shape.features()))
         self._crashed: dict = {}  # thread -> "<kind>/<phase>" of the crash it has not recovered
         self._tampered: dict = {}  # thread -> how, until an executing op reads it
         self._resumed: set = set()  # threads resumed (or forked from) in this example
@@ -253,13 +259,15 @@ def record(adapter, variant, result, root: Path = RESULTS_DIR) -> Path:
         "latest": {"examples": result.examples, "operations": result.operations,
                    "seconds": result.seconds,
                    "categories": sorted({f.category for f in result.findings}),
-                   "exercised": _exercised(result)},
+                   "exercised": _exercised(result), "shapes": _shapes(result)},
         "total_examples": old.get("total_examples", 0) + result.examples,
         "total_operations": old.get("total_operations", 0) + result.operations,
         # Counted only since version 2: totals of version 1 campaigns are not known, so a file
         # upgraded from version 1 counts from its first version 2 campaign on.
         "exercised": exercised,
         **({"withdrawn": withdrawn} if withdrawn else {}),
+        # Examples per workflow kind (``Exercise.shapes``), since shapes were drawn.
+        "shapes": shape_counts(old.get("shapes"), _shapes(result)),
         "campaigns": old.get("campaigns", 0) + 1,
         # One id per campaign, so that ``merge`` can tell a copy of this file from other
         # campaigns of the same variant (a scratch directory, another machine, a worktree).
@@ -336,6 +344,7 @@ def merge(dest: dict | None, src: dict) -> Merge:
         "total_examples": dest.get("total_examples", 0) + src.get("total_examples", 0),
         "total_operations": dest.get("total_operations", 0) + src.get("total_operations", 0),
         "exercised": exercised,
+        "shapes": shape_counts(dest.get("shapes"), src.get("shapes")),
         "campaigns": dest.get("campaigns", 0) + src.get("campaigns", 0),
         "campaign_ids": mine + new,
     }
@@ -391,6 +400,19 @@ def merge_into(paths, root: Path = RESULTS_DIR, *, dry_run: bool = False) -> lis
             atomic_write_text(dest_path,
                               json.dumps(docs[dest_path], indent=2, ensure_ascii=False) + "\n")
     return plans
+
+
+def shape_counts(*counts) -> dict:
+    """The sum of ``shapes`` maps (``{"chain": n, "parallel": k, ...}``), sorted."""
+    total: Counter = Counter()
+    for c in counts:
+        total.update(c or {})
+    return dict(sorted(total.items()))
+
+
+def _shapes(result) -> dict:
+    counts = getattr(result, "exercised", None)
+    return shape_counts(counts.shapes) if isinstance(counts, Exercise) else {}
 
 
 def _exercised(result) -> dict:

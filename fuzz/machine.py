@@ -139,7 +139,7 @@ class DifferentialMachine(RuleBasedStateMachine):
         self.excusing = None  # the first D met (suppressed or not): its consequences owe a D
         self.failed = False
         self.runner = self.session.case(self.workflow)
-        self.notify("example")
+        self.notify("example", workflow=self.workflow)
 
     def teardown(self):
         runner = getattr(self, "runner", None)
@@ -349,7 +349,8 @@ def machine_for(session: Session, *, observer=None, suppress=frozenset(), weight
                 ) -> type[RuleBasedStateMachine]:
     """A state machine class for ``session``'s variant (its capabilities decide the rules).
 
-    ``observer(event, **data)`` is called for progress display: ``"example"`` when one starts,
+    ``observer(event, **data)`` is called for progress display: ``"example"`` when one starts
+    (with its ``workflow``),
     ``"op"`` after each operation, with ``op``, ``observed``, ``world`` (the reference world
     before the op) and ``allowed`` (the observations the reference allowed).  ``suppress`` holds
     categories already found: an example with a ✗ of one of them is discarded (``reject``), and a

@@ -102,6 +102,17 @@ class Row:
     cells: dict
     other: list  # Unclassified findings: gaps to report, never hidden
     age_days: float | None = None  # of the row's campaign evidence (None: no campaign recorded)
+    shapes: dict = field(default_factory=dict)  # examples per workflow kind (evidence ``shapes``)
+
+    @property
+    def shapes_text(self) -> str:
+        """``"shapes: loop 12, parallel 30; chains 158"`` (examples; one shape counts under
+        each feature it uses); "" where no shape ran, so a chain-only row reads as before."""
+        shaped = {k: n for k, n in self.shapes.items() if k != "chain"}
+        if not shaped:
+            return ""
+        return ("shapes: " + ", ".join(f"{k} {n:,}" for k, n in shaped.items())
+                + f"; chains {self.shapes.get('chain', 0):,}")
 
 
 UNREADABLE: list = []  # corpus entries the last build could not read: rendered, never dropped
@@ -160,7 +171,7 @@ def _row(key, doc, caps, found, now, reports_dir, ledger=None) -> Row:
         if found is not None:  # the ledger says whose it is (a store's, told apart there)
             cells[prop].detail.update(defect=found.id, owner=found.owner)
     return Row(target, variant, dict(doc["options"]) if doc else {}, cells, other,
-               _age(doc["updated"], now) if doc else None)
+               _age(doc["updated"], now) if doc else None, dict((doc or {}).get("shapes") or {}))
 
 
 def tamper_before_divergence(trace) -> bool:
@@ -328,7 +339,8 @@ def render_md(rows: list[Row]) -> str:
             if c.verdict == "D":
                 cited.append(f"- {row.target} [{row.variant}] {prop}: "
                              f"{c.detail.get('category')}: {c.detail.get('citation')}")
-        lines.append(f"| {row.target} | {row.variant} | {_age_text(row.age_days) or '-'} | "
+        said = "<br>".join(x for x in (_age_text(row.age_days), row.shapes_text) if x) or "-"
+        lines.append(f"| {row.target} | {row.variant} | {said} | "
                      + " | ".join(cells) + " |")
     if cited:
         lines += ["", "Documented deviations (the `D` cells) and what they cite:"] + cited
@@ -426,7 +438,9 @@ def render_html(rows: list[Row], generated: str) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in row.options.items())
         body.append(f'<tr data-target="{_e(row.target)}" data-verdicts="{_e(verdicts)}">'
                     f'<td class="t">{_e(row.target)}</td><td class="vr" title="{_e(opts)}">'
-                    f'{_e(row.variant)}</td>'
+                    f'{_e(row.variant)}'
+                    + (f'<br><small>{_e(row.shapes_text)}</small>' if row.shapes_text else "")
+                    + '</td>'
                     + "".join(_html_cell(row.cells[p]) for p in PROPERTIES) + "</tr>")
     legend = ('<div class="legends" id="legend"><dl>'
               + "".join(f"<dt>{p}</dt><dd>{_e(PROPERTY_NAMES[p])}</dd>" for p in PROPERTIES)
@@ -471,7 +485,7 @@ def render_json(rows: list[Row], generated: str) -> str:
         "min_exercised": evidence.MIN_EXERCISED,
         "summary": summary(rows),
         "rows": [{"target": r.target, "variant": r.variant, "options": r.options,
-                  "age_days": r.age_days,
+                  "age_days": r.age_days, "shapes": r.shapes,
                   "cells": {p: c.to_json() for p, c in r.cells.items()},
                   "unclassified": r.other} for r in rows],
         "unreadable": list(UNREADABLE),

@@ -126,3 +126,24 @@ def test_a_shaped_trace_replays_from_the_command_line(tmp_path, capsys):
     assert (result.category, result.step) == ("DoubleConsume", 1)
     assert main(["replay", str(path)]) == 1
     assert "CHANGED" in capsys.readouterr().out  # the entry records no finding
+
+
+def test_the_evidence_and_the_matrix_count_the_shapes_a_row_ran(tmp_path):
+    """Issue 44: the matrix keeps its columns and says, counted, which shapes each row ran."""
+    from fuzz import evidence
+    from fuzz.matrix import build, render_md
+
+    adapter = prepare(resolve("reference"))
+    options = CampaignOptions(max_examples=60, seed=1, profile="ci", mode="inprocess",
+                              corpus_dir=tmp_path / "corpus", reports_dir=tmp_path / "reports",
+                              workdir=tmp_path / "work", results_dir=tmp_path / "results")
+    run_campaign(adapter, list(adapter.variants()), options)
+    (path,) = (tmp_path / "results").rglob("*.json")
+    doc = evidence.load(path)
+    shapes = doc["shapes"]
+    assert shapes == doc["latest"]["shapes"] and set(shapes) <= {"chain", *SHAPE_FEATURES}
+    assert shapes["chain"] > 0 and set(shapes) - {"chain"}, shapes
+    (row,) = build(["reference"], tmp_path / "results", tmp_path / "corpus",
+                   tmp_path / "reports")
+    assert row.shapes == shapes and row.shapes_text.startswith("shapes: ")
+    assert f"chains {shapes['chain']:,}" in render_md([row])
