@@ -48,9 +48,11 @@ from refmodel import (
     Race,
     Recover,
     Resume,
+    Shape,
     StaleResume,
     Start,
     Tamper,
+    Task,
     TwinRecover,
     Workflow,
     World,
@@ -192,8 +194,19 @@ def size(workflow: Workflow, ops) -> tuple:
     """The order candidates must decrease in: shorter first, then simpler."""
     threads = {op.thread for op in ops} | {op.new_thread for op in ops if isinstance(op, Fork)}
     return (len(ops), len(threads), sum(_op_cost(op, workflow) for op in ops),
-            (workflow.n, len(workflow.gates), len(workflow.values)),
+            (workflow.n, len(workflow.gates), len(workflow.values), _shape_cost(workflow)),
             tuple(ops) != canonical_names(ops))
+
+
+def _shape_cost(workflow: Workflow) -> int:
+    """What a shape adds to its tasks: questions past a task's first, pre-effects, loop
+    visits (a chain: 0), so that a shape without one of them is the simpler."""
+    shape = workflow.shape
+    if shape is None:
+        return 0
+    tasks = [t for stage in shape.stages for t in stage]
+    return (sum(max(0, t.questions - 1) + t.pre_effect for t in tasks)
+            + (shape.loop.visits if shape.loop else 0))
 
 
 def admissible(workflow: Workflow, ops) -> bool:
@@ -475,6 +488,44 @@ def shrink_workflow(workflow, ops) -> Iterator[Candidate]:
             continue
 
 
+def simplify_shape(workflow, ops) -> Iterator[Candidate]:
+    """A simpler shape for the same operations (docs/contract.md §7): no loop, a task without
+    its pre-effect or with one question fewer, the last task gone, a value fewer.  Labels keep
+    their meaning (tasks are numbered in stage order, so only the last task can go); a
+    candidate whose operations name a label it lacks is not admissible and never runs.  A shape
+    simplified to a linear one is a chain, whose tasks are numbers: not reached here."""
+    shape = workflow.shape
+    if shape is None:
+        return
+    stages = [list(stage) for stage in shape.stages]
+    simpler = [(shape.stages, None)] if shape.loop is not None else []  # (stages, loop)
+
+    def with_task(si: int, ti: int, task: Task) -> tuple:
+        changed = [list(stage) for stage in stages]
+        changed[si][ti] = task
+        return tuple(map(tuple, changed)), shape.loop
+
+    for si, stage in enumerate(stages):
+        for ti, task in enumerate(stage):
+            if task.pre_effect:
+                simpler.append(with_task(si, ti, Task(task.questions, False)))
+            if task.questions > 1:
+                simpler.append(with_task(si, ti, Task(task.questions - 1, task.pre_effect)))
+    fewer = [list(stage) for stage in stages]
+    fewer[-1].pop()
+    if not fewer[-1]:
+        fewer.pop()
+    if fewer:
+        simpler.append((tuple(map(tuple, fewer)), shape.loop))
+    for new_stages, loop in simpler:
+        try:
+            yield Workflow.of(Shape(new_stages, loop), workflow.values), ops
+        except InvalidWorkflow:  # a loop left on a stage that no longer asks
+            continue
+    if len(workflow.values) > 2:
+        yield Workflow.of(shape, workflow.values[:-1]), ops
+
+
 def _reshaped(workflow) -> list:
     """Workflows of another shape that may let fewer operations show the same thing: each gate
     one task later, one task in front of every gate, and the small shapes explore uses.  None
@@ -586,7 +637,7 @@ def known_exposures(category: str, caps, timed: bool) -> Callable:
 
 
 PASSES: tuple = (drop_thread, drop_idle, drop_blocks, merge_threads, fold_into_fork,
-                 simplify_ops, shrink_workflow, reshape_workflow, rename_threads)
+                 simplify_ops, shrink_workflow, simplify_shape, reshape_workflow, rename_threads)
 
 
 # -- the driver ----------------------------------------------------------------------------------

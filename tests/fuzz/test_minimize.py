@@ -444,3 +444,20 @@ def test_minimize_command_leaves_fixed_entries_as_they_are(tmp_path, capsys):
     dump_trace(trace, tmp_path / "e.json")
     assert main(["minimize", str(tmp_path), "--corpus", str(tmp_path / "c")]) == 2
     assert "left out 1 entries recorded FIXED" in capsys.readouterr().err
+
+
+def test_a_shaped_finding_keeps_only_the_shape_it_needs():
+    """``simplify_shape``: the loop, the pre-effect, a task's second question and the last
+    stage go when the finding shows without them.  PlainResumePicks needs two questions pending
+    at once: two parallel tasks asking one each."""
+    from refmodel import Loop, Shape, Task
+
+    big = Shape(((Task(2, pre_effect=True), Task(1)), (Task(1),)), Loop(1, 2, "a"))
+    judge = model_judge("PlainResumePicks")
+    trace = judge(Trace(Workflow.of(big, ("a", "b", "c")),
+                        (Start("t0"), Resume("t0", value="a")), "mutant:PlainResumePicks")).trace
+    assert trace.finding.category == "DoubleConsume"
+    result = minimize(trace, judge)
+    assert result.trace.workflow.shape == Shape(((Task(1), Task(1)),))
+    assert result.trace.workflow.values == ("a", "b") and result.after == 2
+    assert result.passes.get("simplify_shape", 0) >= 4
