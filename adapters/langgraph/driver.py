@@ -55,12 +55,6 @@ NOT_A_RESULT = {INTERRUPT, ERROR, RESUME, SCHEDULED}
 TRUNCATED = "store:truncated"
 
 
-class Box:
-    """Where task bodies find the current run's hooks."""
-
-    hooks = None
-
-
 class RelayedHooks:
     """The caller's hooks, every call made on the caller's thread.
 
@@ -228,7 +222,7 @@ class Driver:
 
     def __init__(self, spec: dict, store, table):
         self.spec, self.store, self.table = spec, store, table
-        self.box = Box()
+        self.box = wf.Box()
         self.app = wf.build(spec, store.saver, self.box)
         self.calls: list[str] = []  # the framework calls the last operation made, in words
         # Called with the Python source of every framework call (and of each read), as a
@@ -679,7 +673,7 @@ def _ids(items) -> list[str]:
 
 
 def _task_of(result):
-    """The task number a stored ``@task`` result names (``workflow._build_functional``)."""
+    """The task number a stored ``@task`` result names (``workflow.build_entrypoint``)."""
     return result.get("task") if isinstance(result, dict) else None
 
 

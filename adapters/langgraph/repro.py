@@ -1,42 +1,17 @@
-"""A LangGraph finding as a short script: the workflow, the calls the adapter made, the check.
+"""A LangGraph finding as a standalone script: the workflow, the calls the adapter made, the check.
 
-``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script`` from
-the functions below (pasted into the script by name, with ``inspect.getsource``: each is real
-code, importable and tested here) and the calls ``driver.py`` recorded while the engine replayed
-the trace (``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durability='sync')``).
-A checkpoint is named by its position in its thread's history (``checkpoint(thread, k)``): its
-id differs on every run, its position does not (cached only where a tamper may break the list,
-written out where the script names one checkpoint once).
-
-Each script keeps only what its trace uses: the one ``build_graph`` / ``build_entrypoint``
-(whose tasks carry every way a trace may make them ask, fail or write outside the schema) loses
-the crash points, the out-of-schema output and the ``interrupt`` it does not use, and a script
-whose check reads no effect (the outcome or the stored state; no process dies) has no effect log
-either: ``Script(lean=True)``.  The SQLite file is ``DB``, the saver built inline.
-
-Written for the memory, SQLite and PostgreSQL savers, both API styles, the TypedDict and the
-Pydantic state, every resume and fork spelling, exception and SIGKILL crash points, corrupted,
-forged and invalid checkpoints of the SQLite file and of the InMemorySaver (a forgery of the
-functional API writes the ``__end__`` channel of a finished run, the ``@task`` results of an
-unfinished one: ``forge_results``; a forged part, ``Tamper.part``, then makes the pending
-record agree: ``delete_interrupt`` / ``add_interrupt``), out-of-schema outputs and races (a
-forced race, where every racer reads before any writes, holds the racers at a
-``multiprocessing.Barrier`` in the first ``get_tuple`` of a ``SqliteSaver`` or ``PostgresSaver``
-subclass: the interleaving the harness forces, with the saver's public extension point).  A
-twin recovery is written as the recovery of the original store, the first of the two the fuzzer
-runs (the second, on a copy, runs after it and cannot change it).  The ``trunc*`` variants'
-truncation of the SQLite file is ``truncate`` (the application down while the file is cut, then
-opened anew, as the harness reopens its store), the ``drophead`` variant's forgery ``drop`` (the
-newest checkpoint and its writes deleted).  A PostgreSQL store is tampered with the same edits
-on its tables (``*_in_postgres``, SQL on the saver's own connection; a checkpoint's values live
-in ``checkpoint_blobs``).  Not (yet): tampers of a custom store; for those the report says so
-at the top and gives the replay line.
-A custom store (``--store``) is built as its factory's ``ScriptStore`` says (``saver_for``:
-the store author's code, pasted; docs/stores.md), an async saver driven with ``ainvoke`` on one
-event loop of the script's (``run(graph.ainvoke(...))``); a factory that declares no
-``ScriptStore`` gets the older script too.  So does an entry whose recorded observation the
-contract now allows (recorded ``FIXED``): no aspect of it tells a defect apart, so there is
-nothing to check.
+``reproduction(variant, workflow, evidence)`` composes ``adapters.reproduction.script.Script``.
+Its workflow is the case's: ``workflow.py``'s ``build_graph`` (``state_schema``, TypedDict or
+Pydantic) or ``build_entrypoint`` and ``task_body``, pasted with ``inspect.getsource`` and
+built from ``SPEC``, with ``Hooks`` below in the ``Box``: the runtime's crash points and effect.
+The functions below are pasted where the calls ``driver.py`` recorded use them
+(``graph.invoke(Command(resume='a'), checkpoint('run-1', 2), durability='sync')``): the saver
+(memory, SQLite, PostgreSQL, a custom store's ``ScriptStore``: docs/stores.md), a forced race's
+held first read (``HeldReads``), the tampers of ``tamper.py`` on the SQLite file, the
+InMemorySaver (``*_in_memory``) and PostgreSQL (``*_in_postgres``), ``checkpoint`` (a
+checkpoint by its position in its thread), ``outcome`` and ``read_state``.  None where no
+script checks the finding: a tamper of a custom store, a factory without a ``ScriptStore``, an
+operation the script cannot write; the report then gives the replay line.
 """
 
 from __future__ import annotations
@@ -45,19 +20,14 @@ import ast
 import atexit
 import functools
 import inspect
-import operator
 import os
 import re
 import sqlite3
 import uuid
 from dataclasses import dataclass, replace
-from typing import Annotated, TypedDict
 
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.func import entrypoint, task
-from langgraph.graph import START, StateGraph
-from langgraph.types import Interrupt, interrupt
+from langgraph.types import Interrupt
 
 try:  # the PostgreSQL saver's parts (not installed beside every custom store)
     import psycopg
@@ -68,77 +38,44 @@ except ImportError:  # pragma: no cover
     PostgresSaver = type("PostgresSaver", (), {})  # a stand-in, so HeldPostgresSaver is defined
 
 from adapters.reproduction.runtime import WORKDIR, crash_point, effect
-from adapters.reproduction.script import (
-    Script,
-    check_for,
-    header,
-    pins,
-    source_as,
-    step_of,
-    thread_label,
-    unwritten,
-    without_docstring,
-)
+from adapters.reproduction.script import Script, check_for, header, pins, source_as, step_of, \
+    thread_label, unwritten
 
-N, GATES = 2, {1}  # the script's own line sets these: tasks 1..N, the tasks that interrupt
+from . import workflow as wf
+from .workflow import GATE_KEY
+
 PINNED = ("langgraph", "langgraph-checkpoint")
 SAVER_PINNED = {"sqlite": ("langgraph-checkpoint-sqlite",),
                 "postgres": ("langgraph-checkpoint-postgres", "psycopg")}
 SUPPORTED_OPS = {"start", "resume", "recover", "twin_recover", "fork", "query", "race", "tamper",
                  "stale_resume"}
+BAD_OUTPUT = None  # the script's own line sets it: the task that writes outside the schema
 
 
 # -- what the script contains --------------------------------------------------------------------
 
 
-class State(TypedDict, total=False):
-    done: Annotated[list, operator.add]
-    answers: Annotated[dict, operator.or_]
+class Hooks:
+    """What each task does around its body (``task_body``): the crash points before and after
+    its one effect, the effect, and the output it writes into the state."""
 
-
-def build_graph(checkpointer):
-    """One node per task, t1 -> t2 -> ... -> tN.  Task t asks for a value (if it is a gate),
-    fires its one effect and writes its number into the state (task ``BAD_OUTPUT``: a string,
-    outside the schema), and may be made to fail before or after its effect (``crash_point``).
-    A script keeps what its trace uses (``_workflow_source``, ``Script.source``)."""
-    def node(t):
-        def run(state):
-            crash_point(t, "before its effect")
-            value = interrupt({"task": t}) if t in GATES else None
-            effect(t, value)
-            crash_point(t, "after its effect")
-            return {"done": ["<bad>" if t == BAD_OUTPUT else t], **({"answers": {t: value}} if value is not None else {})}
-        return run
-    builder = StateGraph(State).add_sequence([(f"t{t}", node(t)) for t in range(1, N + 1)])
-    return builder.add_edge(START, "t1").compile(checkpointer=checkpointer)
-
-
-def build_entrypoint(checkpointer):
-    """An @entrypoint calling one @task per task, each task as in ``build_graph``."""
-    @task
-    def step(t):
+    def task_begins(self, t):
         crash_point(t, "before its effect")
-        value = interrupt({"task": t}) if t in GATES else None
+
+    def effect(self, t, value):
         effect(t, value)
         crash_point(t, "after its effect")
-        return {"task": t, "done": "<bad>" if t == BAD_OUTPUT else t, "answer": value}
 
-    @entrypoint(checkpointer=checkpointer)
-    def graph(inputs):
-        results = [step(t).result() for t in range(1, N + 1)]
-        return {"done": [r["done"] for r in results],
-                "answers": {r["task"]: r["answer"] for r in results if r["answer"] is not None}}
-    return graph
+    def output(self, t, value):
+        return "<bad>" if t == BAD_OUTPUT else t
 
 
-DB = os.path.join(WORKDIR, "checkpoints.sqlite")  # the SqliteSaver's file (the script: its own line)
 SQLITE_SAVER = "SqliteSaver(sqlite3.connect(DB, check_same_thread=False))"  # how a script builds it
 
 
 class HeldReads:
-    """A saver whose first read in this process waits at ``HOLD`` until every racer has made
-    its read: each racer loads the interrupted checkpoint before any of them writes its answer
-    (the interleaving a race can hit by chance, here every time)."""
+    """A saver whose first read in this process waits at ``HOLD`` until every racer has read:
+    all load the interrupted checkpoint before any writes (what a race hits by chance)."""
     waited = False
 
     def get_tuple(self, config):
@@ -150,8 +87,7 @@ class HeldReads:
 
 
 class AsyncHeldReads:
-    """``HeldReads`` of an async saver (``aget_tuple``): the wait blocks this racer's event loop,
-    which runs nothing else."""
+    """``HeldReads`` of an async saver: the wait blocks this racer's event loop (nothing else)."""
     waited = False
 
     async def aget_tuple(self, config):
@@ -184,10 +120,6 @@ def fresh_database(admin="postgresql://postgres@127.0.0.1:5432/postgres"):
     psycopg.connect(admin, autocommit=True).execute(f'CREATE DATABASE "{name}"')
     atexit.register(lambda: psycopg.connect(admin, autocommit=True).execute(f'DROP DATABASE "{name}" WITH (FORCE)'))
     return name
-
-
-def held_postgres_saver():
-    return HeldPostgresSaver(postgres_saver().conn)
 
 
 def corrupt(config):
@@ -243,7 +175,7 @@ def delete_interrupt(config, gate):
         rows = db.execute("SELECT task_id, idx, type, value FROM writes WHERE thread_id = ? AND "
                           "checkpoint_id = ? AND channel = '__interrupt__'", where).fetchall()
         for task_id, idx, kind, value in rows:
-            if {"task": gate} in [i.value for i in serde.loads_typed((kind, value))]:
+            if {GATE_KEY: gate} in [i.value for i in serde.loads_typed((kind, value))]:
                 db.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id = ? AND "
                            "task_id = ? AND idx = ?", (*where, task_id, idx))
 
@@ -253,7 +185,7 @@ def add_interrupt(config, gate):
     checkpoint's pending writes: an interrupt write (index -3) of a task LangGraph never ran."""
     where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_id"])
     asked = graph.checkpointer.serde.dumps_typed(
-        (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),))
+        (Interrupt(value={GATE_KEY: gate}, id=uuid.uuid4().hex),))
     with sqlite3.connect(DB) as db:  # commits at the end
         db.execute("INSERT INTO writes (thread_id, checkpoint_id, task_id, task_path, idx, "
                    "channel, type, value) VALUES (?, ?, ?, '~__pregel_pull, forged', -3, "
@@ -273,7 +205,6 @@ def truncate(half):
     """Cut the SQLite file as a torn write or a lost block leaves it, with the application
     down: its connection folds the write-ahead log into the file and closes, the file is cut to
     half its size (or to nothing), and the application, started again, opens it anew."""
-    global graph
     try:
         graph.checkpointer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except sqlite3.DatabaseError:  # cut before: a malformed file has no log to fold
@@ -284,7 +215,7 @@ def truncate(half):
     for leftover in (DB + "-wal", DB + "-shm"):
         if os.path.exists(leftover):
             os.remove(leftover)
-    graph = build_graph(SqliteSaver(sqlite3.connect(DB, check_same_thread=False)))
+    graph.checkpointer = SqliteSaver(sqlite3.connect(DB, check_same_thread=False))
 
 
 def corrupt_in_memory(config):
@@ -338,7 +269,7 @@ def delete_interrupt_in_memory(config, gate):
         config["configurable"]["checkpoint_id"]
     writes = saver.writes.get((thread, "", cid), {})
     for key, (_, channel, typed, _) in list(writes.items()):
-        if channel == "__interrupt__" and {"task": gate} in [
+        if channel == "__interrupt__" and {GATE_KEY: gate} in [
                 i.value for i in saver.serde.loads_typed(typed)]:
             del writes[key]
 
@@ -347,7 +278,7 @@ def add_interrupt_in_memory(config, gate):
     """``add_interrupt`` in the InMemorySaver: gate ``gate`` now waits for an answer."""
     saver, thread, cid = graph.checkpointer, config["configurable"]["thread_id"], \
         config["configurable"]["checkpoint_id"]
-    task_id, asked = str(uuid.uuid4()), (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),)
+    task_id, asked = str(uuid.uuid4()), (Interrupt(value={GATE_KEY: gate}, id=uuid.uuid4().hex),)
     saver.writes[(thread, "", cid)][(task_id, -3)] = (
         task_id, "__interrupt__", saver.serde.dumps_typed(asked), "~__pregel_pull, forged")
 
@@ -424,7 +355,7 @@ def delete_interrupt_in_postgres(config, gate):
     rows = db.execute("SELECT task_id, idx, type, blob FROM checkpoint_writes WHERE thread_id = %s "
                       "AND checkpoint_id = %s AND channel = '__interrupt__'", where).fetchall()
     for r in rows:
-        if {"task": gate} in [i.value for i in serde.loads_typed((r["type"], bytes(r["blob"])))]:
+        if {GATE_KEY: gate} in [i.value for i in serde.loads_typed((r["type"], bytes(r["blob"])))]:
             db.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id = %s "
                        "AND task_id = %s AND idx = %s", (*where, r["task_id"], r["idx"]))
 
@@ -432,7 +363,7 @@ def delete_interrupt_in_postgres(config, gate):
 def add_interrupt_in_postgres(config, gate):
     """``add_interrupt`` in PostgreSQL: gate ``gate`` now waits for an answer."""
     put_write_in_postgres(config, str(uuid.uuid4()), -3, "__interrupt__",
-                          (Interrupt(value={"task": gate}, id=uuid.uuid4().hex),),
+                          (Interrupt(value={GATE_KEY: gate}, id=uuid.uuid4().hex),),
                           "~__pregel_pull, forged")
 
 
@@ -463,6 +394,7 @@ def checkpoint_awaited(thread_id, k):
     return history[::-1][k].config
 
 
+
 def outcome(result):
     return "interrupted" if isinstance(result, dict) and "__interrupt__" in result else "completed"
 
@@ -470,17 +402,10 @@ def outcome(result):
 def read_state(snapshot):
     """Tasks done, answers and the pending interrupt, as the snapshot has them."""
     values = snapshot.values if snapshot is not None and isinstance(snapshot.values, dict) else {}
-    pending = [i.value["task"] for i in snapshot.interrupts] if snapshot is not None else []
+    pending = [i.value[GATE_KEY] for i in snapshot.interrupts] if snapshot is not None else []
     return {"done": sorted(values.get("done", []), key=repr),
             "answers": {str(t): v for t, v in values.get("answers", {}).items()},
             "pending": pending[0] if pending else None}
-
-
-def read_state_of_snapshot(snapshot):
-    """``read_state`` of a StateGraph's snapshot, which the script has (its values a dict)."""
-    values, pending = snapshot.values, [i.value["task"] for i in snapshot.interrupts]
-    answers = {str(t): v for t, v in values.get("answers", {}).items()}
-    return {"done": sorted(values.get("done", []), key=repr), "answers": answers, "pending": (pending or [None])[0]}
 
 
 def read_state_of_tasks(snapshot):
@@ -500,26 +425,34 @@ def read_state_of_tasks(snapshot):
                 done.append(result["done"])
                 if result["answer"] is not None:
                     answers[result["task"]] = result["answer"]
-    pending = [i.value["task"] for i in snapshot.interrupts]
+    pending = [i.value[GATE_KEY] for i in snapshot.interrupts]
     return {"done": sorted(done, key=repr), "answers": {str(t): v for t, v in answers.items()},
             "pending": pending[0] if pending else None}
 
-
 # -- composing it ----------------------------------------------------------------------------------
+
+# The definitions a script may need beyond its workflow and its saver, pasted where its calls
+# (or another pasted definition) use them.
+HELPERS = (corrupt, forge, forge_results, delete_interrupt, add_interrupt, drop, truncate,
+           corrupt_in_memory, forge_in_memory, forge_results_in_memory, delete_interrupt_in_memory,
+           add_interrupt_in_memory, corrupt_in_postgres, forge_in_postgres, put_write_in_postgres,
+           forge_results_in_postgres, delete_interrupt_in_postgres, add_interrupt_in_postgres,
+           drop_in_postgres, checkpoint, gathered, outcome, read_state)
 
 
 def _source(*objects) -> str:
-    """The objects' source without docstrings; a string is source already (a custom store's)."""
-    return "\n".join(o if isinstance(o, str) else without_docstring(inspect.getsource(o))
-                     for o in objects)
+    """The objects' source; a string is source already (a custom store's)."""
+    return "\n\n".join(o if isinstance(o, str) else inspect.getsource(o).rstrip() for o in objects)
+
+
+def _calls(name: str, source: str) -> bool:
+    return re.search(rf"(?<![\w.]){name}\(", source) is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Saver:
-    """How the script builds its saver: ``expr`` (``sqlite_saver()``), ``held`` (the same saver,
-    its first read waiting for the other racers), the definitions they need, the lines run
-    before the graph is built, the imports, the pinned distributions; ``asynchronous``: an
-    async saver, the graph driven with ``ainvoke`` on the script's one event loop (``run``)."""
+    """How the script builds its saver (``expr``; ``held``: its first read waits for the other
+    racers); ``asynchronous``: driven with ``ainvoke`` on the script's event loop (``run``)."""
 
     expr: str
     held: str
@@ -534,27 +467,29 @@ class Saver:
 
 
 def saver_for(options, forced: bool) -> Saver | None:
-    """The script's saver for a variant's options: LangGraph's own (memory, SQLite, PostgreSQL),
-    or a custom store's (``--store``) as its factory's ``ScriptStore`` builds it (None when the
-    factory declares none).  The SQLite file ``DB`` is in the script's ``WORKDIR``, which the
-    script removes as it exits."""
+    """LangGraph's own saver (memory, SQLite in the script's ``WORKDIR``, PostgreSQL), or a
+    custom store's as its factory's ``ScriptStore`` builds it (None when it declares none)."""
     kind = options["saver"]
-    if kind != "custom":
-        definitions = {"postgres": [postgres_saver, fresh_database]}.get(kind, [])
-        if forced:
-            definitions += {"sqlite": [HeldReads, HeldSqliteSaver],
-                            "postgres": [HeldReads, HeldPostgresSaver, held_postgres_saver]}[kind]
+    if kind == "memory":
+        return Saver(expr="InMemorySaver()", held="", definitions=(), setup=(),
+                     imports=("from langgraph.checkpoint.memory import InMemorySaver",),
+                     stdlib=(), pinned=())
+    if kind == "sqlite":
         return Saver(
-            expr=_saver(options), held="Held" + SQLITE_SAVER if kind == "sqlite" else
-            f"held_{kind}_saver()", definitions=tuple(definitions),
-            setup=(("DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables")
-                   if kind == "postgres" else
-                   ('DB = os.path.join(WORKDIR, "checkpoints.sqlite")  # the SqliteSaver\'s file',)
-                   if kind == "sqlite" else ()),
-            imports=_saver_imports(kind),
-            stdlib={"sqlite": ("os", "sqlite3"),
-                    "postgres": ("atexit", "os")}.get(kind, ()),
-            pinned=SAVER_PINNED.get(kind, ()))
+            expr=SQLITE_SAVER, held="Held" + SQLITE_SAVER,
+            definitions=(HeldReads, HeldSqliteSaver) if forced else (),
+            setup=('DB = os.path.join(WORKDIR, "checkpoints.sqlite")  # the SqliteSaver\'s file',),
+            imports=("from langgraph.checkpoint.sqlite import SqliteSaver",),
+            stdlib=("os", "sqlite3"), pinned=SAVER_PINNED[kind])
+    if kind == "postgres":
+        held = (HeldReads, HeldPostgresSaver) if forced else ()
+        return Saver(
+            expr="postgres_saver()", held="HeldPostgresSaver(postgres_saver().conn)",
+            definitions=(postgres_saver, fresh_database, *held),
+            setup=("DATABASE = fresh_database()", "postgres_saver().setup()  # the saver's tables"),
+            imports=("import psycopg", "from psycopg.rows import dict_row",
+                     "from langgraph.checkpoint.postgres import PostgresSaver"),
+            stdlib=("atexit", "os"), pinned=SAVER_PINNED[kind])
     from adapters import storefactory
     from adapters.reproduction.script import store_class, store_parts
 
@@ -563,8 +498,7 @@ def saver_for(options, forced: bool) -> Saver | None:
     if recipe is None:
         return None
     stdlib, imports, source = store_parts(recipe)
-    build = recipe.builder
-    awaited = inspect.iscoroutinefunction(build)
+    awaited = inspect.iscoroutinefunction(recipe.builder)
     call = (lambda arg="": f"run({recipe.build}({arg}))") if awaited else \
         (lambda arg="": f"{recipe.build}({arg})")
     definitions = [source]
@@ -590,14 +524,13 @@ def reproduction(variant, workflow, evidence) -> str | None:
     if forced and options["saver"] == "memory":
         return None  # each racer has its own copy of the parent's memory: nothing to race on
     saver = saver_for(options, bool(forced))
-    if saver is None:
+    check = check_for(evidence, state_readable=True, outcome_readable=ops[-1].name != "race")
+    if saver is None or check is None:
         return None
-    check = check_for(evidence, state_readable=True,
-                      outcome_readable=ops[-1].name != "race")
-    if check is None:
-        return None
-    if saver.asynchronous and options["api"] != "graph" and check.reads_state:
+    graph_api = options["api"] == "graph"
+    if saver.asynchronous and not graph_api and check.reads_state:
         return None  # read_state_of_tasks reads the saver synchronously: not written yet
+    build = wf.build_graph if graph_api else wf.build_entrypoint
     awaited = _awaited if saver.asynchronous else (lambda src: src)
     steps = []
     for i, op in enumerate(ops):
@@ -612,97 +545,69 @@ def reproduction(variant, workflow, evidence) -> str | None:
             if len(calls) != len(op.values):
                 return None  # a racer that made no call, or more than one
             racers, calls = tuple((c,) for c in calls), []
+        held = op.name == "race" and op.forced
         steps.append(step_of(
             evidence, i, calls if op.name != "query" else (),  # a read: the check does it
-            racers=racers,
-            child_setup=_child_setup(options, saver, held=op.name == "race" and op.forced),
-        ))
+            racers=racers, child_setup=_child_setup(options, saver, build.__name__, held)))
         if i == evidence.step and check.aspect == "state":
-            read = reads[-1] if reads else "None"
-            check = _with_state(check, f"read_state({read})")
-    calls = " ".join(c for step in steps for c in (*step.calls, *sum(step.racers, ())))
-    calls += " " + check.state_src
-    if len(_CHECKPOINT.findall(calls)) == 1:  # named once: written out where it is used
-        inline = functools.partial(_inline_checkpoint, asynchronous=saver.asynchronous)
-        steps = [replace(s, calls=tuple(map(inline, s.calls)),
-                         racers=tuple(tuple(map(inline, r)) for r in s.racers)) for s in steps]
-        check, calls = _with_state(check, inline(check.state_src)), inline(calls)
-    build = build_graph if options["api"] == "graph" else build_entrypoint
-    bad = any(s.bad_output is not None for s in steps)
-    glue = [f"N, GATES = {workflow.n}, {set(workflow.gates)}" if workflow.gates else
-            f"N = {workflow.n}",
-            *(["BAD_OUTPUT = None  # a task that writes a value outside the schema"]
-              if bad and steps[0].bad_output is None else []),
+            check = replace(check, state_src=f"read_state({reads[-1] if reads else 'None'})")
+    calls = "\n".join([*(c for s in steps for c in (*s.calls, *sum(s.racers, ()))),
+                       check.state_src, *(["outcome("] if check.reads_outcome else [])])
+    helpers = _helpers(calls, saver, graph_api)
+    spec = {"n": workflow.n, "gates": set(workflow.gates), "values": list(workflow.values),
+            "state": options.get("state", "typed")}
+    glue = [f"SPEC = {spec!r}",
+            *(["BAD_OUTPUT = None  # the task that writes a value outside the schema"]
+              if any(s.bad_output is not None for s in steps) and steps[0].bad_output is None
+              else []),
             *([f"HOLD = multiprocessing.Barrier({forced})  # the racers' meeting point"]
               if forced else []),
             *saver.setup,
             *(["run = asyncio.new_event_loop().run_until_complete  # the async saver's event loop"]
               if saver.asynchronous else []),
-            f"graph = {build.__name__}({saver.expr})"]
-    pydantic = options["api"] == "graph" and options.get("state", "typed") == "pydantic"
-    parts = [State] if options["api"] == "graph" and not pydantic else []
-    readers = [f for f in (corrupt, drop, truncate, forge, forge_results, delete_interrupt,
-                          add_interrupt, corrupt_in_memory, forge_in_memory, forge_results_in_memory,
-                          delete_interrupt_in_memory, add_interrupt_in_memory,
-                          corrupt_in_postgres, forge_in_postgres, put_write_in_postgres,
-                          forge_results_in_postgres, delete_interrupt_in_postgres,
-                          add_interrupt_in_postgres, drop_in_postgres, checkpoint,
-                          outcome, read_state)
-               if f.__name__ + "(" in calls
-               or (f is outcome and check.aspect == "outcome")
-               # the helper of the two that add a pending write
-               or (f is put_write_in_postgres and re.search(
-                   r"\b(add_interrupt|forge_results)_in_postgres\(", calls) is not None)]
-    # A position names one checkpoint for good, unless a tamper breaks the thread's list:
-    # only then is the list read once per position (cached).
-    cached = checkpoint in readers and any(op.name == "tamper" for op in ops)
-    reader_src = "\n".join(_reader_source(f, options, saver, cached, check.state_src)
-                           for f in readers)
-    if saver.asynchronous and "gathered(" in calls and "async def gathered" not in reader_src:
-        reader_src = _source(gathered) + "\n" + reader_src
-    workflow_src = "\n".join([*([pydantic_state(workflow.values)] if pydantic else []),
-                              _source(*parts, build, *saver.definitions),
-                              *([reader_src] if reader_src else []), *glue])
-    if not workflow.gates:
-        workflow_src = _gateless(workflow_src)
-    description = variant.description
-    if options["saver"] == "custom":  # the script names the store's class, not our factory
-        description = re.sub(r"^(async )?saver from \S+ ", lambda m: f"{m[1] or ''}"
-                             f"{saver.cls} ", description)
+            f"graph = {build.__name__}(SPEC, {saver.expr}, Box(Hooks()))"]
+    workflow_src = "\n\n".join(filter(None, [
+        f"GATE_KEY = {GATE_KEY!r}  # interrupt({{GATE_KEY: t}}): how a stored interrupt names its gate",
+        _source(*([wf.merge_answers, wf.state_schema] if graph_api else []), wf.task_body, build,
+                wf.Box, Hooks, *saver.definitions),
+        helpers, "\n".join(glue)]))
+    # A custom store is named by its class, not by our factory.
+    description = re.sub(r"^(async )?saver from \S+ ", lambda m: f"{m[1] or ''}{saver.cls} ",
+                         variant.description) if saver.cls else variant.description
+    types = [name for name in ("Command", "Interrupt") if _calls(name, calls + "\n" + helpers)]
     return Script(
         header=header("LangGraph", description, evidence, pins(evidence, PINNED + saver.pinned)),
-        imports=_imports(options, "Command(" in calls, asks=bool(workflow.gates),
-                         saver=saver.imports, forges_asks="add_interrupt" in calls),
+        imports=(*(["from typing import Annotated, Any, Literal"] if graph_api else []),
+                 *saver.imports,
+                 *([f"from langgraph.types import {', '.join(types)}"] if types else [])),
         workflow_src=workflow_src,
         steps=tuple(steps),
         check=check,
         teardown=saver.teardown,
         stdlib=saver.stdlib
+        + (("operator",) if graph_api else ())  # the state's reducer
         + (("multiprocessing",) if forced else ())
-        + (("functools",) if cached else ())
-        + (("uuid",) if "add_interrupt" in calls else ())  # the forged interrupt's task id
-        + (("operator",) if options["api"] == "graph" else ()),  # the state's reducers
-        lean=True,
+        + (("functools",) if "@functools.cache" in helpers else ())
+        + (("uuid",) if "uuid." in helpers else ()),  # a forged interrupt's task id
         raise_passes=True,  # a node's (a @task's) exception reaches invoke()'s caller as it is
     ).source()
 
 
-def _reader_source(f, options, saver: Saver, cached: bool, state_src: str) -> str:
-    """The source of reader ``f`` as this script needs it: ``checkpoint`` uncached where no
-    tamper follows (``cached``) and awaited for an async saver, ``read_state`` of the functional
-    API's tasks, or of a StateGraph's snapshot (not None)."""
-    if f is checkpoint:
-        src = (_source(gathered) + "\n" + source_as(checkpoint_awaited, "checkpoint")
-               if saver.asynchronous else _source(checkpoint))
-        return src if cached else "\n".join(
-            line for line in src.splitlines() if not line.startswith("@functools.cache"))
-    if f is read_state and options["api"] != "graph":
-        return source_as(read_state_of_tasks, "read_state")
-    if f is read_state and state_src != "read_state(None)":
-        return source_as(read_state_of_snapshot, "read_state")
-    if f is truncate and options["api"] != "graph":
-        return _source(f).replace("build_graph(", "build_entrypoint(")
-    return _source(f)
+def _helpers(calls: str, saver: Saver, graph_api: bool) -> str:
+    """The source of the helpers ``calls`` use, and of those they use in turn (``checkpoint``
+    of an async saver and ``read_state`` of the functional API's tasks in their own spelling)."""
+    def source(f):
+        if f is checkpoint and saver.asynchronous:
+            return source_as(checkpoint_awaited, "checkpoint")
+        if f is read_state and not graph_api:
+            return source_as(read_state_of_tasks, "read_state")
+        return _source(f)
+
+    used: dict = {}
+    while new := [f for f in HELPERS if f not in used
+                  and _calls(f.__name__, "\n".join([calls, *used.values()]))]:
+        used.update((f, source(f)) for f in new)
+    return "\n\n".join(used[f] for f in HELPERS if f in used)
 
 
 class _Awaiting(ast.NodeTransformer):
@@ -718,11 +623,12 @@ class _Awaiting(ast.NodeTransformer):
                 and _is_graph_call(node.args[0], "get_state_history")):
             inner = node.args[0]
             inner.func.attr = "aget_state_history"
-            return _run(ast.Call(ast.Name("gathered", ast.Load()), [inner], []))
-        if any(_is_graph_call(node, m) for m in self.METHODS):
+            node = ast.Call(ast.Name("gathered", ast.Load()), [inner], [])
+        elif any(_is_graph_call(node, m) for m in self.METHODS):
             node.func.attr = "a" + node.func.attr
-            return _run(node)
-        return node
+        else:
+            return node
+        return ast.Call(ast.Name("run", ast.Load()), [node], [])
 
 
 def _is_graph_call(node, method: str) -> bool:
@@ -731,96 +637,21 @@ def _is_graph_call(node, method: str) -> bool:
             and node.func.value.id == "graph")
 
 
-def _run(node):
-    return ast.Call(ast.Name("run", ast.Load()), [node], [])
-
-
 def _awaited(source: str) -> str:
     """A recorded call as a script driving an async saver writes it: awaited on ``run``."""
     return ast.unparse(_Awaiting().visit(ast.parse(source)))
 
 
-def _with_state(check, state_src):
-    from dataclasses import replace
-
-    return replace(check, state_src=state_src)
-
-
-def _saver(options) -> str:
-    return {"sqlite": SQLITE_SAVER, "postgres": "postgres_saver()"}.get(options["saver"],
-                                                                          "InMemorySaver()")
-
-
-def _child_setup(options, saver: Saver, held: bool = False) -> tuple:
+def _child_setup(options, saver: Saver, build: str, held: bool) -> tuple:
+    """What a child process (a racer, a step that dies) runs first: its own connection."""
     if options["saver"] == "memory":
         return ()  # the child works on its copy of the parent's memory: lost when it dies
-    build = "build_graph" if options["api"] == "graph" else "build_entrypoint"
     loop = (("global graph, run", "run = asyncio.new_event_loop().run_until_complete")
             if saver.asynchronous else ("global graph",))
     if held:
-        return (*loop, f"graph = {build}({saver.held})  # reads, then waits for the others")
-    return (*loop, f"graph = {build}({saver.expr})  # the child's own connection")
-
-
-def pydantic_state(values) -> str:
-    """The ``-pydantic`` variants' state: a Pydantic model whose answers may only be one of the
-    workflow's values (the shape of langgraph issue #6491)."""
-    return "\n".join([
-        "class State(BaseModel):",
-        "    done: Annotated[list[int], operator.add] = []",
-        f"    answers: Annotated[dict[int, Literal[{', '.join(map(repr, values))}]], operator.or_] = {{}}",
-    ])
-
-
-def _gateless(source: str) -> str:
-    """The tasks of a workflow without gates: nothing asks (no ``interrupt``), the effect's
-    value and the answer are ``None`` (a StateGraph node writes no answer)."""
-    ask = "value = interrupt({\"task\": t}) if t in GATES else None"
-    lines = [line for line in source.splitlines() if line.strip() != ask]
-    out = "\n".join(lines).replace("effect(t, value)", "effect(t, None)")
-    out = out.replace(', **({"answers": {t: value}} if value is not None else {})}', "}")
-    return out.replace('"answer": value}', '"answer": None}')
-
-
-_CHECKPOINT = re.compile(r"(?<![\w.])checkpoint\(('[^']*'), (\d+)\)")
-
-
-def _inline_checkpoint(src: str, asynchronous: bool) -> str:
-    """``checkpoint('run-1', 2)`` written out, for a script that names one checkpoint once:
-    ``list(graph.get_state_history(thread))[::-1][2].config`` (awaited on ``run`` for an async
-    saver)."""
-    def written(m):
-        expr = (f"list(graph.get_state_history({{'configurable': {{'thread_id': {m[1]}}}}}))"
-                f"[::-1][{m[2]}].config")
-        return _awaited(expr) if asynchronous else expr
-    return _CHECKPOINT.sub(written, src)
-
-
-def _saver_imports(kind: str) -> tuple:
-    return {"memory": ("from langgraph.checkpoint.memory import InMemorySaver",),
-            "postgres": ("import psycopg", "from psycopg.rows import dict_row",
-                         "from langgraph.checkpoint.postgres import PostgresSaver"),
-            "sqlite": ("from langgraph.checkpoint.sqlite import SqliteSaver",)}[kind]
-
-
-def _imports(options, command: bool, asks: bool = True, saver: tuple = (),
-             forges_asks: bool = False) -> tuple:
-    out = []
-    if options["api"] == "graph" and options.get("state", "typed") == "pydantic":
-        out = ["from typing import Annotated, Literal",
-               "from pydantic import BaseModel"]
-    elif options["api"] == "graph":
-        out = ["from typing import Annotated, TypedDict"]
-    if options["api"] == "graph":
-        out += ["from langgraph.graph import START, StateGraph"]
-    else:
-        out += ["from langgraph.func import entrypoint, task"]
-    out += list(saver)
-    types = [*(["Command"] if command else []), *(["Interrupt"] if forges_asks else []),
-             *(["interrupt"] if asks else [])]
-    if types:
-        out.append(f"from langgraph.types import {', '.join(types)}")
-    return tuple(out)
+        return (*loop, f"graph = {build}(SPEC, {saver.held}, Box(Hooks()))"
+                       "  # reads, then waits for the others")
+    return (*loop, f"graph = {build}(SPEC, {saver.expr}, Box(Hooks()))  # the child's own connection")
 
 
 __all__ = ["reproduction", "thread_label"]

@@ -17,7 +17,9 @@ Two API styles, each an adapter variant:
 
 Every task body is the contract's: ``task_begins`` first (on every execution, re-runs too),
 then the gate's ``interrupt()`` (whose value names the gate), the effect, the output.  ``box``
-is any object whose ``hooks`` attribute the caller sets before each run.
+is a ``Box``, whose ``hooks`` the caller sets before each run: the engine's hooks in the case
+(``driver.py``), the crash points and the effect log of a reproduction script, which pastes
+these functions (``repro.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ import operator
 from typing import Annotated, Any, Literal
 
 GATE_KEY = "gate"  # interrupt({"gate": t}): how a stored interrupt names its gate
+
+
+class Box:
+    """Where the task bodies find the current run's hooks."""
+
+    def __init__(self, hooks=None):
+        self.hooks = hooks
 
 
 def merge_answers(left: dict | None, right: dict | None) -> dict:
@@ -71,11 +80,11 @@ def task_body(spec: dict, box, t: int):
 def build(spec: dict, saver, box):
     """The compiled workflow (a Pregel: ``invoke``, ``get_state``, ``update_state``)."""
     if spec["api"] == "func":
-        return _build_functional(spec, saver, box)
-    return _build_graph(spec, saver, box)
+        return build_entrypoint(spec, saver, box)
+    return build_graph(spec, saver, box)
 
 
-def _build_graph(spec: dict, saver, box):
+def build_graph(spec: dict, saver, box):
     from langgraph.graph import END, START, StateGraph
 
     def node_for(t: int):
@@ -99,7 +108,7 @@ def _build_graph(spec: dict, saver, box):
     return builder.compile(checkpointer=saver)
 
 
-def _build_functional(spec: dict, saver, box):
+def build_entrypoint(spec: dict, saver, box):
     from langgraph.func import entrypoint, task
 
     @task

@@ -1,4 +1,4 @@
-"""LangGraph reproduction scripts: composed from the calls the adapter recorded, short, in
+"""LangGraph reproduction scripts: the adapter's own workflow and the calls it recorded, in
 LangGraph's terms, standalone, and their exit status is the verdict: 1 on a known defect
 (with and without a SIGKILL), 0 on a trace LangGraph gets right."""
 
@@ -33,7 +33,6 @@ def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
     trace = load_trace(FORK_IGNORED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert repro.lines <= 60, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     assert "graph.invoke(Command(resume=" in repro.script
     assert "# Expected: task 1 ran with '" in repro.script
@@ -43,7 +42,6 @@ def test_repro_with_a_sigkill_exits_1(adapter, variant):
     trace = load_trace(KILLED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert repro.lines <= 120, repro.script
     assert "in_child(step_1" in repro.script and "os.kill(os.getpid(), signal.SIGKILL)" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
 
@@ -85,7 +83,7 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
                 for op in trace.operations)
     trace = trace.with_(operations=ops)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.lines <= 120, repro.script
+    assert repro.checked, repro.script
     assert "race(racer_1, racer_2)" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     # Unforced, the race is timing-dependent: the run is counted, whatever it showed.
@@ -96,7 +94,7 @@ def test_repro_of_a_race_runs_the_racers_in_child_processes(adapter, variant):
     # racers held at a barrier after their read (the harness's forced schedule, spelled with
     # the saver's public extension point): deterministic, so it must reproduce every time
     ("sqlite-func-sync-head-update", "LostUpdate-*.json", "HOLD.wait("),
-    ("sqlite-graph-sync-head-update-pydantic", "InvalidPersist-*.json", "class State(BaseModel)"),
+    ("sqlite-graph-sync-head-update-pydantic", "InvalidPersist-*.json", "'state': 'pydantic'"),
     ("postgres-graph-sync-head-update", "InvalidPersist-*.json", "PostgresSaver(conn)"),
     ("postgres-func-sync-head-update", "LostUpdate-*.json",
      "HeldPostgresSaver(postgres_saver().conn)"),
@@ -110,7 +108,7 @@ def test_repro_of_forced_races_pydantic_state_and_postgres(adapter, variant, fol
     trace = load_trace(found[0])
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    assert needle in repro.script and repro.lines <= 120, repro.script
+    assert needle in repro.script, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
 
 
@@ -167,58 +165,6 @@ def test_repro_of_a_corrupted_memory_checkpoint_sees_langgraph_refuse(adapter, v
     check_standalone(repro.script, HARNESS, as_words=True)
 
 
-def test_repro_whose_check_reads_no_effect_has_no_effect_log(adapter, variant):
-    """A forged checkpoint used silently (the outcome checked): the script keeps only what the
-    trace uses: no effect log, the SQLite saver built inline on ``DB``, the one checkpoint it
-    names written out (no cached ``checkpoint`` helper), a gateless task that does not ask."""
-    trace = _forged_entry("sqlite-graph-sync-head-update", "completed")
-    repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
-    assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
-    script = repro.script
-    assert repro.lines <= 60, script
-    for gone in ("EFFECTS", "def effect", "effect(t", "fired", "def sqlite_saver",
-                 "functools", "def checkpoint", "interrupt(", "GATES", "def task_body"):
-        assert gone not in script, (gone, script)
-    for kept in ('DB = os.path.join(WORKDIR, "checkpoints.sqlite")',
-                 "SqliteSaver(sqlite3.connect(DB, check_same_thread=False))",
-                 "list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))[::-1][",
-                 "status = observe(lambda: outcome(graph.invoke(", "forge(",
-                 "# Expected: the call raises an error", "verdict('outcome', status, "):
-        assert kept in script, (kept, script)
-    check_standalone(script, HARNESS, as_words=True)
-
-
-def test_repro_trimming_helpers():
-    from adapters.langgraph import repro as lg
-    from adapters.reproduction.script import one_line_classes, snippet, without_effect_log
-
-    assert lg._inline_checkpoint("forge(checkpoint('run-1', 2), {})", False) == (
-        "forge(list(graph.get_state_history({'configurable': {'thread_id': 'run-1'}}))"
-        "[::-1][2].config, {})")
-    assert lg._inline_checkpoint("run(graph.ainvoke(None, checkpoint('run-1', 0)))", True) == (
-        "run(graph.ainvoke(None, run(gathered(graph.aget_state_history({'configurable': "
-        "{'thread_id': 'run-1'}})))[::-1][0].config))")
-    gateless = lg._gateless(lg._source(lg.build_graph, lg.build_entrypoint))
-    assert "interrupt(" not in gateless and "value" not in gateless.replace("effect(t, None)", "")
-    assert 'return {"done": ["<bad>" if t == BAD_OUTPUT else t]}' in gateless
-    assert '"answer": None}' in gateless
-    # A script whose observe reads the effect log (a crash after the last task completed,
-    # observe_crashing) keeps it: nothing is cut.
-    kept = "\n".join([snippet("local:EFFECTS"), snippet("local:effect"), snippet("local:effects"),
-                      snippet("observe"), snippet("observe_crashing"), "def body(t):",
-                      "    effect(t, None)", "    return t",
-                      "status, fired = observe(lambda: 1)"]) + "\n"
-    assert without_effect_log(kept, True) == kept
-    cut = "\n".join([snippet("local:EFFECTS"), snippet("local:effect"), snippet("local:observe"),
-                     "def body(t):", "    effect(t, None)", "    return t",
-                     "status, fired = observe(lambda: body(1))"]) + "\n"
-    out = without_effect_log(cut, True)
-    assert "EFFECTS" not in out and "effect(" not in out and "status = observe(" in out
-    assert without_effect_log(cut, False).endswith("\nobserve(lambda: body(1))\n")
-    assert one_line_classes("class Crash(Exception):\n    pass\nx = 1") == \
-        "class Crash(Exception): pass\nx = 1"
-
-
 def _checked_script_of_invalid_persist(adapter, variant, wf, ops):
     """``ops`` judged on the target (an InvalidPersist ✗), then its script, checked once."""
     from fuzz.minimize import session_judge
@@ -240,7 +186,7 @@ def _checked_script_of_invalid_persist(adapter, variant, wf, ops):
 # (the functional API keeps two writes of one interrupt: the task's and the entrypoint's).
 _INTERRUPT_GATES = (
     "\nsaved = graph.checkpointer.get_tuple({'configurable': {'thread_id': 'run-1'}})"
-    "\nprint(sorted({i.value['task'] for _, channel, v in saved.pending_writes"
+    "\nprint(sorted({i.value['gate'] for _, channel, v in saved.pending_writes"
     " if channel == '__interrupt__' for i in v}))\n")
 
 
@@ -266,7 +212,7 @@ def _printed_around_tamper(script: str, tamper_step: int, read: str, tmp_path) -
 @pytest.mark.parametrize("kind", ["delete", "add"])
 def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, variant, name,
                                                                       kind, tmp_path):
-    """A forgery of the pending-gate record alone (``Tamper.part="pending"``) gets a short,
+    """A forgery of the pending-gate record alone (``Tamper.part="pending"``) gets a
     checked script (it used to fall back to the whole driver: 1,881 lines, unchecked): the
     interrupt write of the asked gate deleted, or one added for a gate not asked.  The test
     also runs the script up to its tamper and reads the writes back, so a script whose forgery
@@ -284,7 +230,7 @@ def test_repro_of_a_forged_pending_record_writes_it_as_the_harness_did(adapter, 
         ops, step, gate = (Start("t0"), Resume("t0", value="a", crash=CrashAt(
             3, "before_effect")), pending, Recover("t0")), 2, 3
     repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
-    assert f"{kind}_interrupt" in repro.script and repro.lines <= 80, repro.script
+    assert f"{kind}_interrupt" in repro.script, repro.script
     assert "in the record of which interrupt waits for an answer alone" in repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     asked = _printed_around_tamper(repro.script, step + 1, _INTERRUPT_GATES, tmp_path)
@@ -310,14 +256,14 @@ def _truncation_or_drop(name):
                                   "sqlite-graph-sync-head-update-drophead"])
 def test_repro_of_a_truncation_or_a_drop_writes_it_as_the_harness_did(adapter, variant, name,
                                                                       tmp_path):
-    """The ``trunc*`` variants' truncation and the ``drophead`` variant's forgery get a short,
+    """The ``trunc*`` variants' truncation and the ``drophead`` variant's forgery get a
     checked script (they fell back to the whole driver: 1,918 lines, unchecked).  The script is
     also run up to its tamper and the store read back, so a ``truncate`` or ``drop`` that
     changed nothing (and whose check might still pass) fails here."""
 
     wf, ops, shows = _truncation_or_drop(name)
     repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
-    assert shows in repro.script and repro.lines <= 70, repro.script
+    assert shows in repro.script, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     counted = _printed_around_tamper(repro.script, 2, (  # run-1's checkpoints
         "\nprint(len(list(graph.get_state_history({'configurable': {'thread_id': "
@@ -346,7 +292,7 @@ except Exception as exc:  # a checkpoint that no longer decodes
 def test_repro_of_a_postgres_tamper_edits_its_tables_as_the_harness_did(adapter, variant, name,
                                                                         part, unfinished,
                                                                         tmp_path):
-    """A tamper of a PostgreSQL store gets a short, checked script (``*_in_postgres``: the same
+    """A tamper of a PostgreSQL store gets a checked script (``*_in_postgres``: the same
     edits on its tables; it fell back to the whole driver, 1,918 lines, unchecked).  The script
     also runs up to the tamper and reads the thread back through LangGraph, before and after:
     a forgery that wrote nothing would still "reproduce" (LangGraph runs on either way), and
@@ -360,7 +306,7 @@ def test_repro_of_a_postgres_tamper_edits_its_tables_as_the_harness_did(adapter,
            Resume("t0", value="a") if unfinished else Recover("t0"))
     repro = _checked_script_of_invalid_persist(adapter, variant(name), wf, ops)
     assert ("forge_results_in_postgres(" in repro.script) == unfinished
-    assert "_in_postgres(" in repro.script and repro.lines <= 90, repro.script
+    assert "_in_postgres(" in repro.script, repro.script
     check_standalone(repro.script, HARNESS, as_words=True)
     seen = _printed_around_tamper(repro.script, 2, _READ_BACK, tmp_path)
     assert seen[0] != seen[1], seen
