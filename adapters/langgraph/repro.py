@@ -471,9 +471,8 @@ def saver_for(options, forced: bool) -> Saver | None:
     custom store's as its factory's ``ScriptStore`` builds it (None when it declares none)."""
     kind = options["saver"]
     if kind == "memory":
-        return Saver(expr="InMemorySaver()", held="", definitions=(), setup=(),
-                     imports=("from langgraph.checkpoint.memory import InMemorySaver",),
-                     stdlib=(), pinned=())
+        return Saver(expr="InMemorySaver()", held="", definitions=(), setup=(), stdlib=(), pinned=(),
+                     imports=("from langgraph.checkpoint.memory import InMemorySaver",))
     if kind == "sqlite":
         return Saver(
             expr=SQLITE_SAVER, held="Held" + SQLITE_SAVER,
@@ -555,7 +554,7 @@ def reproduction(variant, workflow, evidence) -> str | None:
                        check.state_src, *(["outcome("] if check.reads_outcome else [])])
     helpers = _helpers(calls, saver, graph_api)
     spec = {"n": workflow.n, "gates": set(workflow.gates), "values": list(workflow.values),
-            "state": options.get("state", "typed")}
+            **({"state": options.get("state", "typed")} if graph_api else {})}
     glue = [f"SPEC = {spec!r}",
             *(["BAD_OUTPUT = None  # the task that writes a value outside the schema"]
               if any(s.bad_output is not None for s in steps) and steps[0].bad_output is None

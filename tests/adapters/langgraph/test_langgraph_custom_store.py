@@ -148,5 +148,5 @@ def test_a_finding_on_the_store_has_a_checked_standalone_script(store_adapter, f
     v = next(v for v in store_adapter.variants() if v.name == name)
     repro = reprocheck.reproduce(store_adapter, v, trace.with_(variant=name), runs=1)
     assert repro.checked and repro.reproduces == Rate(1, 1), (repro.script, repro.outputs)
-    assert needle in repro.script and repro.lines <= 120, repro.script
+    assert needle in repro.script, repro.script
     check_standalone(repro.script, ("rf_branch",), as_words=True)

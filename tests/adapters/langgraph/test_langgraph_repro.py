@@ -4,11 +4,13 @@ LangGraph's terms, standalone, and their exit status is the verdict: 1 on a know
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from adapters.langgraph import workflow
 from fuzz import reprocheck
 from fuzz.rate import Rate
 from fuzz.testing import check_standalone
@@ -33,6 +35,9 @@ def test_repro_a_fork_that_ignores_its_value_exits_1(adapter, variant):
     trace = load_trace(FORK_IGNORED)
     repro = reprocheck.reproduce(adapter, variant(trace.variant), trace, runs=1)
     assert repro.checked and repro.reproduces == Rate(1, 1), repro.outputs
+    # the workflow the case runs, pasted as it is
+    for f in (workflow.build_graph, workflow.task_body, workflow.state_schema):
+        assert inspect.getsource(f).strip() in repro.script, f
     check_standalone(repro.script, HARNESS, as_words=True)
     assert "graph.invoke(Command(resume=" in repro.script
     assert "# Expected: task 1 ran with '" in repro.script
