@@ -588,7 +588,6 @@ def reproduction(variant, workflow, evidence) -> str | None:
         + (("multiprocessing",) if forced else ())
         + (("functools",) if "@functools.cache" in helpers else ())
         + (("uuid",) if "uuid." in helpers else ()),  # a forged interrupt's task id
-        raise_passes=True,  # a node's (a @task's) exception reaches invoke()'s caller as it is
     ).source()
 
 

@@ -417,5 +417,4 @@ def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
         stdlib=stdlib + (("typing",) if options["shape"] == "classes" else ())
         + (("json",) if "json." in written else ()) + (("multiprocessing",) if held else ()),
         asynchronous=True,
-        lean=True,
     ).source()

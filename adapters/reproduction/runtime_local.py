@@ -39,19 +39,6 @@ def observe(call):
     return status, EFFECTS[before:]
 
 
-def observe_outcome(call):
-    """``observe`` for a script whose check reads no effect (no effect log to slice): run
-    ``call()``, which returns the run's outcome; return it, "rejected" when the framework
-    raises.  An adapter pastes it under the name ``observe``."""
-    try:
-        return call()
-    except (NameError, ImportError):  # a mistake in this script, not the framework's answer
-        raise
-    except Exception as exc:  # the framework refused
-        print(f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        return "rejected"
-
-
 def crash_point(task, moment):
     """Raise ``Crash`` if the current call fails at ``(task, moment)`` (``CRASH``)."""
     if CRASH == (task, moment):

@@ -136,19 +136,6 @@ class Script:
     # Statements that release the store before the verdict exits (an async connection's worker
     # thread, not a daemon, would keep the script alive): the store's ``ScriptStore.close``.
     teardown: tuple = ()
-    # No effect log where the check reads no effect and no process dies (``without_effect_log``;
-    # elsewhere the ``observe`` of ``runtime_local.observe_outcome`` where no step reads
-    # what it returns), and a class with no body of its own on one line (``one_line_classes``).
-    # Every built-in adapter sets it; off by default, so that another adapter's scripts do not
-    # change under it.
-    lean: bool = False
-    # A task's raise at its crash point reaches the caller as it is (``Crash``), not re-raised as
-    # an error of the framework's own: LangGraph's nodes, say.  Then a step whose crash point
-    # raises and whose outcome nothing reads is written inside ``contextlib.suppress(Crash)``
-    # (``_suppressing``), its calls as straight lines where they can be, and needs no ``observe``.
-    # Where a framework wraps the raise (AutoGen's ``RuntimeError``), the step keeps ``observe``,
-    # which catches whatever it is re-raised as, unless the adapter writes it with ``suppressed``.
-    raise_passes: bool = False
 
     def _killed(self) -> bool:
         """Does a process die or several share the effect log (a SIGKILL, a race, isolated
@@ -164,9 +151,11 @@ class Script:
         crashes = [s.crash for s in self.steps if s.crash]
         raced = any(s.racers for s in self.steps)
         killed = self._killed()
-        workflow_src = _used_crash_points(self.workflow_src, crashes)
-        if all(s.bad_output is None for s in self.steps):  # no task writes outside the schema
-            workflow_src = without_bad_output(workflow_src)
+        workflow_src = self.workflow_src
+        if "BAD_OUTPUT" in workflow_src and "\nBAD_OUTPUT = " not in f"\n{workflow_src}":
+            # The steps set it around the call whose task writes outside the schema.
+            workflow_src = ("BAD_OUTPUT = None  # the task that writes a value outside the "
+                            "schema\n" + workflow_src)
         names, imports = [], {"sys", *self.stdlib, *(["asyncio"] if self.asynchronous else []),
                               *(["contextvars"] if self.fresh_context else [])}
         if killed or "WORKDIR" in workflow_src:
@@ -184,8 +173,7 @@ class Script:
         # is never looked at, and the list's ``observe`` does.
         telling = killed or (crashes and not self._raising_only()) or any(
             s.crash and s.observed and self.check.reads_outcome for s in self.steps)
-        if any(map(self._suppressing, self.steps)) or any(
-                "contextlib." in c for s in self.steps for c in s.calls):  # ``suppressed`` steps
+        if any("contextlib." in c for s in self.steps for c in s.calls):
             imports.add("contextlib")
         if raced or any(map(self._observes, self.steps)):
             names += ["observe" if telling else "local:observe"]
@@ -214,17 +202,7 @@ class Script:
             body += self._step(i, step)
         body += [f"# Expected: {self.check.expected}", f"# Observed: {self.check.observed}"]
         body += self._check()
-        source = "\n".join(body).rstrip() + "\n"
-        return self._leaner(source) if self.lean else source
-
-    def _leaner(self, source: str) -> str:
-        if not self._killed() and self.check.aspect in ("outcome", "state"):
-            source = without_effect_log(source, self.check.reads_outcome)
-        elif not re.search(r"^status, fired = observe\(", source, flags=re.MULTILINE):
-            # no step reads what observe() returns: the shorter one, which slices no effect log
-            source = source.replace(snippet("local:observe"),
-                                    source_as(runtime_local.observe_outcome, "observe"), 1)
-        return one_line_classes(source)
+        return "\n".join(body).rstrip() + "\n"
 
     def _raising_only(self) -> bool:
         """Do all crash points raise at a task's own moment (no SIGKILL, no "after it
@@ -268,9 +246,6 @@ class Script:
                           *(f"    {c}" for c in calls)]
                 calls = [f"asyncio.run(step_{i}())" if self.asynchronous
                          else f"contextvars.copy_context().run(step_{i})"]
-            if self._suppressing(step):
-                said = f"task {spot[0]} raises at its crash point"
-                return lines + [f"CRASH = {spot[:2]!r}", *suppressed(calls, "Crash", said), "CRASH = None"]
             if step.observed:  # the effects it fires are all the check needs
                 log = self._log()
                 return lines + [f"before = len({log})", *calls, f"fired = {log}[before:]"]
@@ -323,20 +298,8 @@ class Script:
 
     def _observes(self, step: Step) -> bool:
         """Does the step run through ``observe`` (it may raise, or its outcome is checked)?"""
-        if self._suppressing(step):
-            return False
         return bool(step.crash or step.guarded or self.isolated
                     or (step.observed and self.check.reads_outcome))
-
-    def _suppressing(self, step: Step) -> bool:
-        """Is ``step`` written inside ``contextlib.suppress(Crash)``: the framework lets a
-        task's raise through (``raise_passes``), the step's one crash point raises at a task's
-        own moment, the fuzzer saw it crash (not refuse), and nothing reads what it returns (it is
-        not the checked step, or the check reads the stored state)?  A script in which the step
-        raises anything else stops with that traceback: no ``DEFECT SHOWS``, not reproduced."""
-        unread = not step.observed or self.check.aspect == "state"  # the check reads the store
-        return bool(self.raise_passes and self.lean and step.crash and unread
-                    and step.crashed and not step.racers and self._raising_only())
 
     def _check(self) -> list:
         c = self.check
@@ -359,59 +322,6 @@ class Script:
                 f"verdict({what!r}, {'observed' if read else observed}, {allowed})"]
 
 
-_CRASH_LINE = re.compile(r'^\s*crash_point\([^,()]+, "(?P<moment>[a-z ]+)"\)\s*$')
-
-
-_LOG = {"EFFECTS", "effect", "effects", "fired", "before"}
-
-
-def without_effect_log(source: str, reads_outcome: bool) -> str:
-    """A script whose check reads no effect (its outcome or the stored state), without the
-    effect log: no ``EFFECTS`` list, no line that only calls ``effect(...)`` in the tasks,
-    ``observe_outcome`` as its ``observe`` (the outcome alone) and ``status = observe(...)`` (or
-    the bare call, when the check reads the state).  Unchanged when anything left would still
-    read the log (``observe_crashing``, say) or a block would be left empty."""
-    out = source
-    for name in ("local:EFFECTS", "local:effect", "local:effects"):
-        out = out.replace(snippet(name) + "\n", "", 1)
-    out = out.replace(snippet("local:observe"),
-                      source_as(runtime_local.observe_outcome, "observe"), 1)
-    out = re.sub(r"^\s*effect\([^()\n]*\)\n", "", out, flags=re.MULTILINE)
-    out = re.sub(r"^status, fired = ", "status = " if reads_outcome else "", out,
-                 flags=re.MULTILINE)
-    out = re.sub(r"^(before = len\(EFFECTS\)|fired = EFFECTS\[before:\])\n", "", out,
-                 flags=re.MULTILINE)
-    try:
-        tree = ast.parse(out)
-    except SyntaxError:  # a block left empty
-        return source
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    return source if used & _LOG else out
-
-
-def one_line_classes(source: str) -> str:
-    """``class Crash(Exception):`` + ``pass`` as one line: a class with no body of its own."""
-    return re.sub(r"^(class \w+\([\w, .]*\)):\n    pass$", r"\1: pass", source, flags=re.MULTILINE)
-
-
-def _used_crash_points(src: str, crashes: list) -> str:
-    """``src`` without the ``crash_point(task, moment)`` lines of moments no step crashes at: a
-    crash "after it completed" fires at the next task's "before its effect" point, so it keeps
-    those.  Unchanged if removing them would leave the source invalid (an emptied block)."""
-    used = {MOMENTS[c[1]] for c in crashes}
-    if "after it completed" in used:
-        used.add("before its effect")
-    kept = [line for line in src.splitlines()
-            if not ((m := _CRASH_LINE.match(line)) and m["moment"] not in used)]
-    out = "\n".join(kept)
-    try:
-        ast.parse(out)
-    except SyntaxError:
-        return src
-    return out
-
-
 # Names the runtime may define at the top of a script: a straight-line step must not rebind them.
 _RUNTIME_NAMES = {"WORKDIR", "EFFECTS", "CRASH", "Crash", "effect", "effects", "observe", "verdict",
                   "crash_point", "observe_crashing", "in_child", "race", "status", "fired",
@@ -430,24 +340,6 @@ def _top_level_names(src: str) -> set:
             names |= {n.id for n in ast.walk(node)
                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return names
-
-
-LONGEST = 120  # characters: about the longest line of the runtime a script carries (``verdict``)
-
-
-def suppressed(calls, exception: str, said: str, indent: str = "") -> list:
-    """``calls`` (statements) inside ``contextlib.suppress(<exception>)``, ``said`` as the
-    comment, at ``indent``: on the ``with`` line itself when they are one expression and the
-    line fits (``LONGEST``), else as its block.  The one spelling of a step that survives its
-    task's own raise and reads nothing of it (the script imports ``contextlib``): the layer's
-    ``Crash`` (``Script(raise_passes=True)``), or what a framework re-raises it as (LlamaIndex's
-    ``RuntimeError``, the server's ``httpx.HTTPStatusError``)."""
-    guard = f"{indent}with contextlib.suppress({exception}):"
-    if len(calls) == 1 and _is_expression(calls[0].strip()):
-        line = f"{guard} {calls[0].strip()}  # {said}"
-        if len(line) <= LONGEST:
-            return [line]
-    return [f"{guard}  # {said}", *(f"{indent}    {c}" for c in calls)]
 
 
 def effect_inlined(script: str, said: str = "") -> str:
@@ -624,16 +516,6 @@ def without_docstring(source: str) -> str:
     if len(node.body) == 1:
         rest.insert(doc.lineno - 1, lines[doc.lineno - 1][: doc.col_offset] + "pass")
     return "\n".join(rest).rstrip()
-
-
-_BAD = r'"<bad>" if ([\w.]+) == BAD_OUTPUT else \1'
-
-
-def without_bad_output(source: str) -> str:
-    """``source`` with the task bodies' out-of-schema output (``"<bad>" if t == BAD_OUTPUT else
-    t``, whatever the task's name: ``self.t``) written as the plain task, for a trace in which
-    no task writes one (no ``BAD_OUTPUT`` to set either).  ``Script.source`` applies it."""
-    return re.sub(_BAD, r"\1", re.sub(rf"\({_BAD}\),", r"\1,", source))
 
 
 def without_lines(source: str, marker: str, extra: int = 0) -> str:

@@ -26,7 +26,6 @@ from adapters.reproduction.script import (
     snippet,
     source_as,
     thread_label,
-    without_bad_output,
     without_docstring,
 )
 
@@ -373,30 +372,20 @@ def _plain_script(crash, *, asynchronous=False, calls=("run('run-1')",), workflo
     ).source()
 
 
-def test_crash_points_of_moments_no_step_uses_are_left_out(tmp_path):
-    # No crash at all: no crash point, no CRASH, no Crash; the list log's observe is not needed.
+def test_the_workflow_is_pasted_as_written_with_every_crash_point(tmp_path):
+    # The definition is the adapter's own, unedited: every crash point stays, and a script
+    # whose steps crash nowhere still defines crash_point (CRASH stays None).
     none = _plain_script(None)
-    assert "crash_point" not in none and "CRASH" not in none and "effects = " not in none
-    # One crash before the effect: only that point stays.
+    assert PLAIN_POINTS.strip() in none and "CRASH = None" in none
     before = _plain_script((1, "before_effect", "exception"))
-    assert 'crash_point(t, "before its effect")' in before
-    assert 'crash_point(t, "after its effect")' not in before
     # A task that dies "after it completed" dies at the next task's "before its effect" point.
     after = _plain_script((1, "after_commit", "exception"))
-    assert 'crash_point(t, "before its effect")' in after
-    assert 'crash_point(t, "after its effect")' not in after
+    assert PLAIN_POINTS.strip() in before and PLAIN_POINTS.strip() in after
     # Each still runs to its verdict: both tasks fire again (allowed), or the crash stops them.
     for source, status, verdict in ((none, 0, "no defect"), (before, 1, "DEFECT SHOWS"),
                                     (after, 1, "DEFECT SHOWS")):
         proc = run(source, tmp_path)
         assert proc.returncode == status and verdict in proc.stdout, proc.stdout + proc.stderr
-
-
-def test_a_crash_point_whose_removal_would_empty_a_block_stays():
-    line = '        crash_point(t, "after its effect")\n'
-    assert line in PLAIN_POINTS
-    workflow = PLAIN_POINTS.replace(line, "        if t:\n    " + line)
-    assert 'crash_point(t, "after its effect")' in _plain_script(None, workflow=workflow)
 
 
 def test_an_asynchronous_step_that_awaits_nothing_is_straight_lines(tmp_path):
@@ -461,14 +450,15 @@ def test_a_joint_check_when_each_aspect_alone_matches_some_allowed_observation(t
         assert ("DEFECT SHOWS" if status else "no defect") in proc.stdout  # the verdict, no traceback
 
 
-def test_an_output_outside_the_schema_no_task_writes_is_the_plain_task():
-    # The adapters' spellings: a tuple LangGraph returns, a list pydantic-graph appends to
-    # inside Task.run; nothing else that reads BAD_OUTPUT is touched.
-    assert without_bad_output('    return ("<bad>" if t == BAD_OUTPUT else t), value') == (
-        "    return t, value")
-    assert without_bad_output('ctx.state.done.append("<bad>" if self.t == BAD_OUTPUT else self.t)') == (
-        "ctx.state.done.append(self.t)")
-    assert without_bad_output("if self.t == BAD_OUTPUT:") == "if self.t == BAD_OUTPUT:"
+def test_a_definition_that_reads_bad_output_gets_it_defined(tmp_path):
+    # The task body keeps its out-of-schema branch; a trace in which no task takes it still
+    # runs: BAD_OUTPUT is defined, None, before the definition.
+    workflow = PLAIN_POINTS.replace("effect(t, None)", 'effect("<bad>" if t == BAD_OUTPUT else t, None)')
+    source = _plain_script(None, workflow=workflow)
+    assert source.count("BAD_OUTPUT = None") == 1
+    assert run(source, tmp_path).returncode == 0
+    own = "BAD_OUTPUT = None  # the adapter's own line\n" + workflow
+    assert _plain_script(None, workflow=own).count("BAD_OUTPUT = None") == 1
 
 
 def test_the_sole_raising_crash_is_one_no_other_step_reaches():
@@ -502,54 +492,6 @@ def test_the_sole_raising_crash_is_one_no_other_step_reaches():
         other = Step(comment="Run", calls=("run()",), crash=spot)
         assert sole_raising_crash([first, other], evidence, set(), check) is None
     assert sole_raising_crash([crash, crash], evidence, set(), check) is None
-
-
-@pytest.mark.parametrize("forgetful", [True, False])
-def test_a_lean_script_whose_check_reads_no_effect_has_no_effect_log(tmp_path, forgetful):
-    # The outcome check: the run completes either way (a forgetful run too), exit 0; the effect
-    # log is gone and observe returns the outcome alone.
-    workflow = WORKFLOW.replace("FORGETFUL_VALUE", str(forgetful))
-    steps = (Step(comment="First run", calls=("run('run-1')",)),
-             Step(comment="Run again", calls=("run('run-1')",), observed=True))
-    check = Check(aspect="outcome", allowed=("completed",), expected="e", observed="o")
-    lean = Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=check,
-                  lean=True).source()
-    assert "EFFECTS" not in lean and "effect(" not in lean and "status = observe(" in lean
-    assert run(lean, tmp_path).returncode == 0
-    # An effects check keeps the log: it is what the check reads.
-    effects = Check(aspect="effects", allowed=((),), expected="e", observed="o")
-    kept = Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=effects,
-                  lean=True).source()
-    assert "EFFECTS" in kept and "effect(t, None)" in kept
-    assert run(kept, tmp_path).returncode == (1 if forgetful else 0)
-
-
-@pytest.mark.parametrize("forgetful", [True, False])
-def test_a_crash_the_framework_lets_through_is_suppressed_where_nothing_reads_it(tmp_path, forgetful):
-    # Task 2 raises before its effect in the first run; the second run is the checked one.  A
-    # framework that lets the raise through (raise_passes): the first step inside
-    # contextlib.suppress(Crash), on one line, and no observe pasted for it.
-    workflow = WORKFLOW.replace("FORGETFUL_VALUE", str(forgetful))
-
-    def compose_with(*, raise_passes=True, crashed=True):
-        steps = (Step(comment="First run", calls=("run('run-1')",), guarded=True, crashed=crashed,
-                      crash=(2, "before_effect", "exception")),
-                 Step(comment="Run again", calls=("run('run-1')",), observed=True))
-        check = Check(aspect="effects", allowed=(((2, None),),), expected="e", observed="o")
-        return Script(header="h", imports=(), workflow_src=workflow, steps=steps, check=check,
-                      lean=True, raise_passes=raise_passes).source()
-
-    source = compose_with()
-    assert ("CRASH = (2, 'before its effect')\nwith contextlib.suppress(Crash): run('run-1')"
-            "  # task 2 raises at its crash point\nCRASH = None") in source
-    assert "def observe" not in source and "contextlib" in source.splitlines()[1]  # imported
-    proc = run(source, tmp_path)
-    # Task 1 ran in the first run; a forgetful second run fires it again.
-    assert proc.returncode == (1 if forgetful else 0), proc.stdout + proc.stderr
-    # A framework that wraps the raise, or a step the fuzzer saw refuse: observe catches it.
-    for other in (compose_with(raise_passes=False), compose_with(crashed=False)):
-        assert "contextlib" not in other and "observe(lambda: run('run-1'))" in other
-        assert run(other, tmp_path).returncode == (1 if forgetful else 0)
 
 
 def test_fired_is_written_where_the_verdict_its_one_reader_reads_it():
