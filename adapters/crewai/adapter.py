@@ -29,7 +29,7 @@ from adapters.protocol import (
 from adapters.files import atomic_write_text, installed_versions
 
 from . import sandbox, store, variants
-from .workflow import flow_source
+from .workflow import module_source
 from .promises import PROMISES
 
 DISTRIBUTIONS = (
@@ -205,9 +205,10 @@ def use_newer_sqlite_for_checkpoints() -> None:
 
 def load_flow_module(workflow: Workflow, variant: Variant, directory: Path):
     """Write the generated flow to ``directory`` and import it as a fresh module."""
-    persist = str(store.FLOWS_DB) if variant.options["backend"] == "persist" else None
-    source = flow_source(workflow, persist_path=persist,
-                         persist_default=variant.options["backend"] == "custom")
+    backend = variant.options["backend"]
+    persist = (f"SQLiteFlowPersistence({str(store.FLOWS_DB)!r})" if backend == "persist"
+               else "" if backend == "custom" else None)  # "": the registered default
+    source = module_source(workflow, persist)
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     name = f"resumefuzz_crewai_flow_{digest}"
     path = Path(directory) / f"{name}.py"

@@ -76,10 +76,12 @@ class CrewAICase(Case):
 
     def run(self, op: Op, hooks: Hooks) -> str:
         self.module.H = hooks
+        self.module.BAD_OUTPUT = next((t for t in range(1, self.workflow.n + 1)
+                                       if hooks.wants_bad_output(t)), None)
         try:
             return contextvars.copy_context().run(self._run, op, hooks)
         finally:
-            self.module.H = None
+            self.module.H = self.module.BAD_OUTPUT = None
 
     def query(self, thread: str) -> StateView:
         info = self.side.get(thread)
