@@ -67,33 +67,6 @@ def step_of(evidence, i: int, calls, *, note: str = "", **extra) -> Step:
                 observed=i == evidence.step, **extra)
 
 
-def sole_raising_crash(steps, evidence, gates, check, runs=None) -> tuple | None:
-    """The one crash of a trace that its task can raise by itself: ``(i, task, moment)`` where
-    the trace's only crash point is step ``i``'s, an exception at a task's own moment ("before
-    its effect" or "after its effect"), the check reads no outcome of that step (nothing then
-    tells a crash from a refusal: no ``Crash`` class is needed), and no other step that runs
-    tasks (``runs(step)``: by default, any step with calls) enters that task: it is no gate and
-    fired no effect there.  The workflow's definition can then raise there unconditionally
-    (``raise RuntimeError("task 2 fails ...")``) in place of the runtime's ``crash_point`` and
-    the ``CRASH`` the step would set around its call; the step still runs through ``observe``
-    (``guarded``), which catches it.  None otherwise."""
-    crashing = [i for i, s in enumerate(steps) if s.crash is not None]
-    if len(crashing) != 1 or (steps[crashing[0]].observed and check.reads_outcome):
-        return None
-    i = crashing[0]
-    t, phase, kind = steps[i].crash
-    if kind != "exception" or phase not in ("before_effect", "in_flight"):
-        return None
-    runs = runs or (lambda step: bool(step.calls or step.racers))
-    for j, step in enumerate(steps):
-        if j == i or not runs(step):
-            continue
-        observed = evidence.observed[j] if j < len(evidence.observed) else None
-        if t in gates or observed is None or t in {task for _, task, _ in observed.effects}:
-            return None  # the task may run there too: the runtime's crash point
-    return i, t, MOMENTS[phase]
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
     """What the diverging step must show: ``aspect`` is ``outcome``, ``effects`` (the
@@ -342,36 +315,6 @@ def _top_level_names(src: str) -> set:
     return names
 
 
-def effect_inlined(script: str, said: str = "") -> str:
-    """The list log's ``effect`` (``runtime_local``) written where it is called: a line
-    that only calls it appends the row to ``EFFECTS`` itself (``said``: that line's comment), and
-    the definition goes (an adapter's pass over its composed script: CrewAI's, AutoGen's, the
-    LlamaIndex server's).  Unchanged where anything else still names ``effect``."""
-    defined = snippet("local:effect") + "\n"
-    if defined not in script:
-        return script
-    out = re.sub(r"^(\s*)effect\((.*)\)$", lambda m: f"{m[1]}EFFECTS.append(({m[2]})){said}",
-                 script.replace(defined, "", 1), flags=re.MULTILINE)
-    named = {n.id for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Name)}
-    return script if "effect" in named else out
-
-
-def fired_inlined(script: str) -> str:
-    """``fired = EFFECTS[before:]`` written where the verdict, its one reader, reads it (an
-    adapter's pass over its composed script: CrewAI's, AutoGen's, the LlamaIndex server's)."""
-    lines = script.splitlines()
-    if "fired = EFFECTS[before:]" not in lines:
-        return script
-    at = lines.index("fired = EFFECTS[before:]")
-    rest = lines[at + 1:]
-    name = r"\bfired\b(?!')"  # not the verdict's words, 'effects fired'
-    readers = [k for k, line in enumerate(rest) if re.search(name, line)]
-    if readers != [len(rest) - 1] or not rest[-1].startswith("verdict("):
-        return script
-    rest[-1] = re.sub(name, "EFFECTS[before:]", rest[-1])
-    return "\n".join(lines[:at] + rest) + "\n"
-
-
 def _one_expression(calls: list) -> str | None:
     """A synchronous step that is one expression (``return`` of one, after ``_returning``) as
     the expression a ``lambda`` returns; ``None`` when the step is more than that.  (Not for an
@@ -518,20 +461,6 @@ def without_docstring(source: str) -> str:
     return "\n".join(rest).rstrip()
 
 
-def without_lines(source: str, marker: str, extra: int = 0) -> str:
-    """``source`` without each line containing ``marker`` (and the ``extra`` lines after it): an
-    adapter trims its pasted definitions of what a trace does not use."""
-    lines, out, skip = source.splitlines(), [], 0
-    for line in lines:
-        if skip:
-            skip -= 1
-        elif marker in line:
-            skip = extra
-        else:
-            out.append(line)
-    return "\n".join(out)
-
-
 def looped(calls: list) -> list:
     """Runs of the same two lines (a run() and its save, again and again) as one ``for`` loop."""
     out, i = [], 0
@@ -571,10 +500,6 @@ def unwritten(lines) -> bool:
     that for a call it cannot write as a script yet; the checked script then falls back to the
     adapter's older one, since such a line would not even parse."""
     return any("<unknown" in line for line in lines)
-
-
-def line_count(source: str) -> int:
-    return len(source.splitlines())
 
 
 # -------------------------------------------------------------------------------------------------

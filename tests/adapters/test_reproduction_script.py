@@ -19,9 +19,6 @@ from adapters.reproduction.script import (
     Step,
     check_for,
     crash_spot,
-    effect_inlined,
-    fired_inlined,
-    sole_raising_crash,
     op_words,
     snippet,
     source_as,
@@ -459,55 +456,3 @@ def test_a_definition_that_reads_bad_output_gets_it_defined(tmp_path):
     assert run(source, tmp_path).returncode == 0
     own = "BAD_OUTPUT = None  # the adapter's own line\n" + workflow
     assert _plain_script(None, workflow=own).count("BAD_OUTPUT = None") == 1
-
-
-def test_the_sole_raising_crash_is_one_no_other_step_reaches():
-    from dataclasses import replace
-    from types import SimpleNamespace
-
-    def seen(*tasks):
-        return Observation("completed", tuple(("main", t, None) for t in tasks), None)
-
-    check = Check(aspect="state", allowed=(), expected="e", observed="o", state_src="s()")
-    crash = Step(comment="Run", calls=("run()",), crash=(2, "before_effect", "exception"))
-    first = Step(comment="Start", calls=("run()",))
-    evidence = SimpleNamespace(observed=[seen(1), seen()])
-    assert sole_raising_crash([first, crash], evidence, set(), check) == (1, 2, "before its effect")
-    # Task 2 ran in another step: its point is reached there too (a read with no calls is not).
-    assert sole_raising_crash([first, crash], SimpleNamespace(observed=[seen(1, 2), seen()]),
-                              set(), check) is None
-    assert sole_raising_crash([Step(comment="Read"), crash],
-                              SimpleNamespace(observed=[seen(2), seen()]), set(), check) == (1, 2, "before its effect")
-    # A gate may stop another run inside the task before its effect; a check of the outcome
-    # tells a crash from a refusal; a SIGKILL or "after it completed" is the runtime's to do.
-    assert sole_raising_crash([first, crash], evidence, {2}, check) is None
-    outcome = Check(aspect="outcome", allowed=("completed",), expected="e", observed="o")
-    checked = replace(crash, observed=True)
-    assert sole_raising_crash([first, checked], evidence, set(), outcome) is None
-    # The outcome of a later step is no reason: the crashing step's status is never read.
-    later = Step(comment="Again", calls=("run()",), observed=True)
-    assert sole_raising_crash([first, crash, later], SimpleNamespace(observed=[seen(1), seen(), seen()]),
-                              set(), outcome) == (1, 2, "before its effect")
-    for spot in ((2, "before_effect", "sigkill"), (2, "after_commit", "exception")):
-        other = Step(comment="Run", calls=("run()",), crash=spot)
-        assert sole_raising_crash([first, other], evidence, set(), check) is None
-    assert sole_raising_crash([crash, crash], evidence, set(), check) is None
-
-
-def test_fired_is_written_where_the_verdict_its_one_reader_reads_it():
-    script = ("before = len(EFFECTS)\nrun()\nfired = EFFECTS[before:]\n# Observed: task 1 ran\n"
-              "verdict('effects fired', sorted(fired, key=repr), [[]])\n")
-    assert fired_inlined(script) == ("before = len(EFFECTS)\nrun()\n# Observed: task 1 ran\n"
-                                     "verdict('effects fired', sorted(EFFECTS[before:], key=repr), [[]])\n")
-    read_twice = script.replace("run()\n", "run()\n", 1).replace("# Observed", "print(fired)\n# Observed")
-    assert fired_inlined(read_twice) == read_twice  # another reader: the name stays
-
-
-def test_the_effect_is_written_where_its_one_caller_calls_it():
-    defined = snippet("local:effect") + "\n"
-    script = f"EFFECTS = []\n{defined}def task(t, value):\n    effect(t, value)\n    return t\n"
-    assert effect_inlined(script, said="  # its one effect") == (
-        "EFFECTS = []\ndef task(t, value):\n    EFFECTS.append((t, value))  # its one effect\n    return t\n")
-    passed = script + "hooks = [effect]\n"  # named otherwise: the definition stays
-    assert effect_inlined(passed) == passed
-    assert effect_inlined("x = 1\n") == "x = 1\n"  # no list log's effect: nothing to write
