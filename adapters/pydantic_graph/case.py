@@ -55,7 +55,7 @@ from adapters.files import SideTable
 from adapters.reproduction.script import thread_label
 
 from .store import LOCK_SUFFIX, FileStore, MemoryStore, durable_of
-from .workflow import Deps, State, build, drive, outcome
+from .workflow import Deps, build, outcome
 
 # What the call log holds for a custom store where no call of the framework's API was made
 # (repro.py writes the first with the store's ScriptStore; a later line reading the second's
@@ -114,12 +114,21 @@ class PydanticGraphCase(Case):
                 self.asked.set(thread, {**(self.asked.get(thread) or {}),
                                         str(gate): self.store.last_id(thread)})
                 self._keep_shown(thread, gate)
-                deps.hooks.task_begins(gate)
+                if self.workflow.shape is None:  # a shaped task began in its node's run
+                    deps.hooks.task_begins(gate)
 
         p.on_snapshot = on_snapshot
         return p
 
     async def _run(self, op, deps: Deps) -> str:
+        if isinstance(op, Resume) and op.answers:
+            # A shaped workflow's map of answers: pydantic-graph runs one node at a time, so at
+            # most one question is pending (the node the run stopped before) and the map names
+            # it; its value goes on that node as a plain resume's does.
+            if len(op.answers) != 1:
+                raise HarnessError(f"a map of {len(op.answers)} answers: one question at most "
+                                   "is pending on a graph without parallel stages")
+            op = Resume(op.thread, value=op.answers[0][1], gate=op.gate)
         if isinstance(op, Start):
             return await self._start(op.thread, deps)
         if isinstance(op, Resume):
@@ -190,7 +199,7 @@ class PydanticGraphCase(Case):
     async def _drive(self, run) -> str:
         """Run nodes until the run ends or the next node is an unanswered gate (``drive``)."""
         self._rec("    await drive(run)")
-        return outcome(await drive(run))
+        return outcome(await self.built.drive(run))
 
     async def _start(self, thread: str, deps: Deps) -> str:
         p = self._persistence(thread, deps, create=True)
@@ -198,21 +207,22 @@ class PydanticGraphCase(Case):
         return await self._fresh_run(p, deps)
 
     async def _fresh_run(self, p, deps: Deps) -> str:
-        first = self.built.node(1)
+        first = self.built.node(self.built.first())
         if self.start_spelling == "initialize" and not self.built.is_unanswered_gate(first):
             # The run set up first and then continued from its persistence (graph.py:311-334).
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
-            await self.graph.initialize(first, p, state=State())
+            await self.graph.initialize(first, p, state=self.built.new_state())
             self._rec("async with graph.iter_from_persistence(p, deps=deps) as run:")
             async with self.graph.iter_from_persistence(p, deps=deps) as run:
                 return await self._drive(run)
         if self.built.is_unanswered_gate(first):
             self._rec(f"await graph.initialize({self._node(1)}, p, state=State())")
-            await self.graph.initialize(first, p, state=State())
+            await self.graph.initialize(first, p, state=self.built.new_state())
             return "interrupted"
         self._rec(f"async with graph.iter({self._node(1)}, state=State(), deps=deps, "
                   "persistence=p) as run:")
-        async with self.graph.iter(first, state=State(), deps=deps, persistence=p) as run:
+        async with self.graph.iter(first, state=self.built.new_state(), deps=deps,
+                                   persistence=p) as run:
             return await self._drive(run)
 
     async def _resume_ifp(self, op: Resume, deps: Deps) -> str:
@@ -390,6 +400,9 @@ class PydanticGraphCase(Case):
 
     async def _fork(self, op: Fork, deps: Deps) -> str:
         """A new persistence object seeded with the gate checkpoint's state and the answer."""
+        if op.answers:
+            raise HarnessError("a fork's map of other answers: one question at most is pending "
+                               "at a checkpoint of a graph without parallel stages")
         source = self._persistence(op.thread, deps)
         if self.backend == "simple":  # pragma: no cover - declared n/a
             raise HarnessError("SimpleStatePersistence keeps no earlier checkpoint")

@@ -26,7 +26,8 @@ idiom then starts a fresh run on the same file.  Every race of this adapter is f
 (``racer_calls``).  A tamper is the edit ``case.py`` made, written in the script: the file cut
 short, given a stale lock, or edited as JSON on disk; in memory, the newest snapshot object
 replaced (``NodeSnapshot`` / ``EndSnapshot``) or edited.  Not written: a forged file, SIGKILL and
-twin recovery; for those the report gives the replay line instead.
+twin recovery, a shaped workflow (docs/contract.md §7); for those the report gives the replay
+line instead.
 
 A custom store (``--store``) is written with its factory's ``ScriptStore`` (``_store_calls``):
 the script pastes the store's own functions and builds the store with them where the case called
@@ -382,6 +383,8 @@ def _stored_in_workdir(recipe) -> bool:
 def reproduction(variant, workflow, evidence, recipe=None) -> str | None:
     """The checked script, or ``None`` where it cannot be written; ``recipe``: a custom
     store's ``ScriptStore`` (none: no script on a custom store)."""
+    if workflow.shape is not None:  # a shaped workflow: no script, the report's replay line
+        return None
     options = dict(variant.options)
     backend = options["backend"]
     ops = evidence.ops[: evidence.step + 1]

@@ -25,15 +25,20 @@ from pathlib import Path
 from adapters.protocol import Durable, HarnessError, StateView, Unreadable, Workflow
 from adapters.files import SideTable
 
-from .workflow import Built, State, node_json, task_of_json
+from .workflow import Built, State, node_json, parse_key, task_of_json
 
 LOCK_SUFFIX = ".pydantic-graph-persistence-lock"  # persistence/file.py:158
 
 
-def view_of(workflow: Workflow, done, answers, next_task: int | None) -> StateView:
-    """The contract's view of one latest snapshot (``next_task``: ``None`` for an end snapshot)."""
+def view_of(workflow: Workflow, done, answers, next_task) -> StateView:
+    """The contract's view of one latest snapshot (``next_task``: ``None`` for an end snapshot;
+    a shaped workflow's node key, ``ShapedBuilt.task_of``, for a shaped one)."""
     if not isinstance(done, list) or not isinstance(answers, dict):
         raise Unreadable(f"the state is not {{done: list, answers: dict}}: {done!r}, {answers!r}")
+    if workflow.shape is not None:  # labels are strings: the next node's key is a question id
+        parsed = parse_key(next_task)
+        pending = (next_task,) if parsed is not None and parsed[2] >= 1 else None
+        return StateView.of(workflow, done, answers, pending)
     pairs = {(int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k): v
              for k, v in answers.items()}
     pending = next_task if next_task in workflow.gates else None
@@ -141,7 +146,7 @@ class FileStore:
             raise Unreadable("the latest snapshot has no state object")
         next_task = None
         if last.get("kind") == "node":
-            next_task = task_of_json(self.built.shape, last.get("node"))
+            next_task = self.built.key_of_json(last.get("node"))
         return view_of(self.built.workflow, state.get("done"), state.get("answers"), next_task)
 
     # -- tamper -------------------------------------------------------------------------------

@@ -96,8 +96,35 @@ NO_INTEGRITY = (
 )
 
 
+NO_PARALLEL = (
+    "pydantic-graph 1.x runs one node at a time: a node's run returns the one next node "
+    "(basenode.py:49, BaseNode.run -> BaseNode | End; graph.py:667, GraphRun.next: 'Manually "
+    "drive the graph run by passing in the node you want to run next'), and a run's "
+    "persistence holds one next node "
+    "per snapshot; parallel branches and joins belong to the builder API (GraphBuilder, Fork, "
+    "Join: graph_builder.py, join.py; pydantic_graph.beta in earlier 1.x), which has no state "
+    "persistence to resume from (only graph.py, the legacy runner, persists)"
+)
+NO_SHAPES_CLASSES = (
+    "the classes node shape (one class per task) is built for linear chains only; shaped "
+    "workflows run on the single node shape's variants"
+)
+
+
+def shapes(variant: Variant) -> tuple[frozenset, dict]:
+    """The shape features a built-in variant runs (``workflow.shaped_graph``) and why the rest
+    are not expressible."""
+    reasons = {"shape:parallel": NO_PARALLEL}
+    if variant.options["shape"] != "single":
+        reasons.update({f"shape:{f}": NO_SHAPES_CLASSES
+                        for f in ("questions", "pre_effect", "loop")})
+        return frozenset(), reasons
+    return frozenset({"questions", "pre_effect", "loop"}), reasons
+
+
 def capabilities(variant: Variant) -> Capabilities:
     backend = variant.options["backend"]
+    shaped, shape_reasons = shapes(variant)
     intents = {"resume": "RETRY", "fork": "FORK"}
     handle = STALE_HANDLES[variant.options["resume"]]
     if backend == "file":
@@ -108,13 +135,15 @@ def capabilities(variant: Variant) -> Capabilities:
                             operations=Capabilities().operations | {"stale_resume"},
                             stale_handle=handle,
                             not_expressible={"interrupt_identity": NO_IDENTITY,
-                                             "tamper:forged": NO_INTEGRITY},
+                                             "tamper:forged": NO_INTEGRITY, **shape_reasons},
+                            shapes=shaped,
                             tamper_hows=frozenset({"corrupt", "invalid"}),
                             tamper_scope="history")
     cls = "FullStatePersistence" if backend == "full" else "SimpleStatePersistence"
     reason = MEMORY_REASON.format(cls=cls)
     not_expressible = {"race": reason, "twin_recover": reason, "interrupt_identity": NO_IDENTITY,
-                       "bad_output": NO_VALIDATION_IN_MEMORY, "tamper:forged": NO_INTEGRITY}
+                       "bad_output": NO_VALIDATION_IN_MEMORY, "tamper:forged": NO_INTEGRITY,
+                       **shape_reasons}
     ops = set(OPERATIONS) - {"race", "twin_recover"}
     if backend == "simple":
         not_expressible["fork"] = (
@@ -135,6 +164,7 @@ def capabilities(variant: Variant) -> Capabilities:
         not_expressible=not_expressible,
         intents=intents,
         tamper_scope="thread",  # one persistence object per thread, in this worker
+        shapes=shaped,
     )
 
 
@@ -171,4 +201,10 @@ def deviations(variant: Variant) -> list[Deviation]:
         Deviation("StateMismatch", DOCS_IDIOM,
                   fresh + ", whose first snapshot (a gate asked again) becomes the run's latest "
                   "state", ops=frozenset({"resume"})),
+        # A shaped workflow (docs/contract.md §7): the fresh run asks its first question again,
+        # answered in the finished run; classification names that before the state it leaves.
+        Deviation("DoubleConsume", DOCS_IDIOM,
+                  fresh + ", which asks the workflow's first question again (a question the "
+                  "finished run answered)", ops=frozenset({"resume"}),
+                  rules=frozenset({"answered-question-asked-again"})),
     ]
