@@ -197,6 +197,8 @@ def _definitions(shape: str, workflow, step: bool, *, store: str, calls: str, ch
 
 
 def reproduction(variant, workflow, evidence) -> str | None:
+    if getattr(workflow, "shape", None) is not None:
+        return None  # a shaped workflow (docs/contract.md §7): no script; the report replays it
     options = dict(variant.options)
     ops = evidence.ops[: evidence.step + 1]
     if any(op.name not in SUPPORTED_OPS or (op.name == "tamper" and op.how != "forged") for op in ops):

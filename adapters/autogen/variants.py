@@ -132,6 +132,61 @@ NO_STALE_JSON = (
     "state at which it asked is gone from the store, so no handle to it survives there (the "
     "sqlite variants resume through that state, as a caller holding its copy would)"
 )
+# Shapes (docs/contract.md §7): the adapter's teams are linear chains, so no variant declares a
+# shape feature (Capabilities.shapes stays empty) and a shaped corpus entry replays as ERROR with
+# the reason below.  Swarm's parallel reason is AutoGen's; the others are this adapter's: AutoGen
+# has a spelling (DiGraphBuilder fan-out/fan-in, conditional back edges), the adapter does not
+# build it yet.
+SHAPE_NOT_BUILT = (
+    "the adapter builds linear chains only (workflow.py: loop_graph, split_graph, swarm_team): "
+    "a shaped workflow has no team here yet; per feature, not_expressible['shape:<feature>'] "
+    "says whether AutoGen or the adapter lacks it"
+)
+SHAPE_GRAPH = {
+    "parallel": (
+        "not built by this adapter: GraphFlow spells a stage of parallel tasks as DiGraphBuilder "
+        "edges from one node to several and a join whose edges share activation='all', but the "
+        "adapter's teams (loop_graph, split_graph) are chains, and its gate check (the saved "
+        "thread's last message asks) and answer message (one resume: text per run) name no "
+        "question among several pending"
+    ),
+    "loop": (
+        "not built by this adapter: GraphFlow spells a looped stage as a conditional edge back "
+        "to the stage's first node, its condition reading the visit's answer, but the adapter's "
+        "teams are chains whose TaskOutput carries one output per task, with no visit label"
+    ),
+}
+SHAPE_SWARM = {
+    "parallel": (
+        "Swarm has no fan-out or join: each turn hands off to exactly one agent "
+        "(HandoffMessage.target), so a stage of parallel tasks has no spelling in it"
+    ),
+    "loop": (
+        "not built by this adapter: a Swarm agent can hand off back to an earlier one, but the "
+        "adapter's agents hand off forward only and their TaskOutput carries no visit label"
+    ),
+}
+SHAPE_ASKING = {
+    "questions": (
+        "not built by this adapter: its task agent asks once (one __INTERRUPT__ t<g> message "
+        "or handoff to 'user') and reads one answer (the newest resume: message of its buffer); "
+        "several questions of one task have no answer routing in it"
+    ),
+    "pre_effect": (
+        "not built by this adapter: its task agent fires its one effect after the answer; work "
+        "before the question (and what a re-run of on_messages does to it) is not spelled"
+    ),
+}
+
+
+def shape_reasons(variant: Variant) -> dict:
+    """``not_expressible["shape:<feature>"]`` for every feature of ``refmodel.SHAPE_FEATURES``."""
+    team = SHAPE_SWARM if variant.options["gate"] == "handoff" else SHAPE_GRAPH
+    reasons = {"shape": SHAPE_NOT_BUILT}
+    reasons.update({f"shape:{k}": v for k, v in {**team, **SHAPE_ASKING}.items()})
+    return reasons
+
+
 STALE_HANDLE = (
     "the state dict team.save_state() returned when the gate asked (its row in the store), "
     "held after the gate was answered: load_state(it) into a fresh team, run(task=answer)"
@@ -153,7 +208,8 @@ NO_CORRUPT = (
 
 def capabilities(variant: Variant) -> Capabilities:
     not_expressible = {"fork_retry_intent": NO_INTENT, "interrupt_identity": NO_IDENTITY,
-                       "tamper:corrupt": NO_CORRUPT, "bad_output": NO_BAD_OUTPUT}
+                       "tamper:corrupt": NO_CORRUPT, "bad_output": NO_BAD_OUTPUT,
+                       **shape_reasons(variant)}
     operations = set(OPERATIONS)
     stale_handle = STALE_HANDLE
     if variant.options["store"] == "json":
