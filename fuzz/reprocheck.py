@@ -173,8 +173,7 @@ def repeated(script: str, attempts: int, rate: str) -> str:
     docstring = (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                  and isinstance(body[0].value.value, str))
     at = body[0].end_lineno if docstring else 0
-    # Six lines, since the script's line budget (60, or 120 with a kill, a race or a twin;
-    # issue 14) counts them too.
+    # Six lines, kept short: they come before the scenario a maintainer reads first.
     again = f'[sys.executable, __file__], env={{**os.environ, "{ONE_RUN}": "1"}}'
     preamble = [
         f"# The defect depends on timing (it showed in {rate} of the fuzzer's replays): "

@@ -33,7 +33,7 @@ if __name__ == "__main__":  # a script's top level, never the engine importing t
     atexit.register(lambda pid=os.getpid(), top=WORKDIR: os.getpid() == pid and shutil.rmtree(top, True))
 else:
     # The engine imports this module for its names and their source, in processes that end with
-    # ``os._exit`` or a SIGKILL (workers, fork servers), where no exit function runs: a folder
+    # ``os._exit`` or a SIGKILL (workers), where no exit function runs: a folder
     # made here was left behind by each of them (116 by one replay of CrewAI's corpus).  Only a
     # script makes its WORKDIR; the engine's is a name, never created.
     WORKDIR = os.path.join(tempfile.gettempdir(), "repro-of-a-script")

@@ -217,7 +217,7 @@ def test_a_forked_child_that_exits_leaves_its_parents_folder(tmp_path):
 
 
 def test_the_engine_importing_the_runtime_makes_no_folder(tmp_path):
-    """Workers and fork servers import the runtime (through ``script``) and end with
+    """Workers import the runtime (through ``script``) and end with
     ``os._exit`` or a SIGKILL, where no exit function runs: until 2026-12-07 each left the
     ``repro-*`` folder the import made (116 by one replay of CrewAI's corpus).  Only a script
     makes its ``WORKDIR``."""
