@@ -199,7 +199,7 @@ def test_job_cores_pins_only_jobs_that_fill_the_cpus_evenly():
 def test_each_job_runs_on_the_core_of_its_slot(monkeypatch):
     """The campaigns of ``--jobs N`` run in forked processes; each one (and so every worker it
     forks) sees the affinity ``job_cores`` gives its slot, and a slot freed by a finished
-    campaign is taken by the next one."""
+    campaign is taken by the next one (which slot frees first is timing)."""
     import os
 
     from fuzz import nightly as nightly_mod
@@ -217,4 +217,6 @@ def test_each_job_runs_on_the_core_of_its_slot(monkeypatch):
     if cores is None:
         assert seen == [tuple(cpus)] * 4
     else:
-        assert seen == sorted([(c,) for c in cores] * 2)
+        # The first two jobs fill both slots; each later one takes whichever slot freed first,
+        # so how many ran on each core is timing (one CI run under load: 3 and 1).
+        assert set(seen) == {(c,) for c in cores} and len(seen) == 4
